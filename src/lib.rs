@@ -1,0 +1,16 @@
+//! pucl: positive-unlabeled constraint learning (Peng & Billard, RA-L 2024) for robots that must learn
+//! "where not to go" from a few demonstrations, and enforce it.
+//!
+//! The library is organised by the paper's concepts; the `pucl` binary and (later) the ROS nodes are
+//! thin layers over it.
+pub mod demos;
+pub mod error;
+pub mod expert;
+pub mod metrics;
+pub mod plot;
+pub mod shape;
+pub mod sim;
+pub mod task;
+
+pub use error::{Error, Result};
+pub use task::Task;

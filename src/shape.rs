@@ -1,0 +1,741 @@
+//! Geometric primitives of a task's TRUE constraint (and of regions the dynamics block): ellipsoid,
+//! vertical cylinder, box, per-axis velocity limits. They live in the constraint's feature space
+//! psi(s, a). Only simulation, expert demonstrations and evaluation use them, never the learner.
+use nalgebra::{DMatrix, Rotation2, Rotation3};
+use serde::{Deserialize, Serialize};
+
+/// A primitive as written in a task file. `kind` selects the variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum PrimitiveSpec {
+    /// Infeasible inside. Either `covariance` + `bound` (infeasible iff (x-c)^T Sigma^-1 (x-c) <= bound)
+    /// or `semi_axes` + optional `rotation_deg` (2-D: [angle]; 3-D: [roll, pitch, yaw]).
+    Ellipsoid {
+        center: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        covariance: Option<Vec<Vec<f64>>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bound: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        semi_axes: Option<Vec<f64>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rotation_deg: Option<Vec<f64>>,
+    },
+    /// Vertical cylinder: infeasible iff (x-cx)^2 + (y-cy)^2 < radius^2 and z within `z_range`
+    /// (any z when absent). Uses feature 0 and 1 as x and y, feature 2 as z.
+    Cylinder {
+        center: [f64; 2],
+        radius: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        z_range: Option<[f64; 2]>,
+    },
+    /// Box with `half_extents` around `center`, axis-aligned unless `rotation_deg` is given.
+    Box {
+        center: Vec<f64>,
+        half_extents: Vec<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rotation_deg: Option<Vec<f64>>,
+    },
+    /// Infeasible iff |x_i| > max_abs[i] for any i; `null` leaves an axis unbounded.
+    VelocityLimit { max_abs: Vec<Option<f64>> },
+}
+
+/// A compiled primitive: matrices precomputed, tests allocation-free.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Shape {
+    Ellipsoid {
+        center: Vec<f64>,
+        /// Row-major precision P: infeasible iff (x-c)^T P (x-c) <= 1.
+        precision: Vec<f64>,
+        /// Columns are the principal directions (row-major storage), one per semi-axis.
+        axes: Vec<f64>,
+        semi_axes: Vec<f64>,
+        /// Points within this Euclidean distance of the ellipsoid count as inside (an inflated ellipsoid
+        /// is not an ellipsoid, so the margin is kept exactly).
+        margin: f64,
+    },
+    Cylinder {
+        center: [f64; 2],
+        radius: f64,
+        z_range: Option<[f64; 2]>,
+    },
+    Box {
+        center: Vec<f64>,
+        axes: Vec<f64>,
+        half_extents: Vec<f64>,
+    },
+    VelocityLimit {
+        max_abs: Vec<f64>,
+    },
+}
+
+fn rotation(dim: usize, deg: &[f64]) -> Result<DMatrix<f64>, String> {
+    match (dim, deg.len()) {
+        (2, 1) => {
+            let r = Rotation2::new(deg[0].to_radians());
+            Ok(DMatrix::from_iterator(2, 2, r.matrix().iter().copied()))
+        }
+        (3, 3) => {
+            let r = Rotation3::from_euler_angles(
+                deg[0].to_radians(),
+                deg[1].to_radians(),
+                deg[2].to_radians(),
+            );
+            Ok(DMatrix::from_iterator(3, 3, r.matrix().iter().copied()))
+        }
+        (d, n) => Err(format!(
+            "rotation_deg has {n} values; a {d}-D primitive takes {}",
+            if d == 2 {
+                "1 (angle)"
+            } else if d == 3 {
+                "3 (roll, pitch, yaw)"
+            } else {
+                "none"
+            }
+        )),
+    }
+}
+
+fn row_major(m: &DMatrix<f64>) -> Vec<f64> {
+    let mut v = Vec::with_capacity(m.len());
+    for i in 0..m.nrows() {
+        for j in 0..m.ncols() {
+            v.push(m[(i, j)]);
+        }
+    }
+    v
+}
+
+fn finite(name: &str, v: &[f64]) -> Result<(), String> {
+    match v.iter().position(|x| !x.is_finite()) {
+        Some(i) => Err(format!("{name}[{i}] is not a finite number")),
+        None => Ok(()),
+    }
+}
+
+fn positive(name: &str, v: &[f64]) -> Result<(), String> {
+    finite(name, v)?;
+    match v.iter().position(|x| *x <= 0.0) {
+        Some(i) => Err(format!("{name}[{i}] must be > 0")),
+        None => Ok(()),
+    }
+}
+
+impl PrimitiveSpec {
+    /// Compile and validate; the error says which field is wrong.
+    pub fn compile(&self) -> Result<Shape, String> {
+        match self {
+            PrimitiveSpec::Ellipsoid {
+                center,
+                covariance,
+                bound,
+                semi_axes,
+                rotation_deg,
+            } => {
+                let n = center.len();
+                finite("center", center)?;
+                if !(2..=8).contains(&n) {
+                    return Err("ellipsoid center needs 2 to 8 values".into());
+                }
+                match (covariance, bound, semi_axes) {
+                    (Some(cov), Some(b), None) => {
+                        if rotation_deg.is_some() {
+                            return Err("rotation_deg goes with semi_axes, not covariance".into());
+                        }
+                        if !(b.is_finite() && *b > 0.0) {
+                            return Err("bound must be a finite number > 0".into());
+                        }
+                        if cov.len() != n || cov.iter().any(|r| r.len() != n) {
+                            return Err(format!("covariance must be {n}x{n} like center"));
+                        }
+                        let flat: Vec<f64> = cov.iter().flatten().copied().collect();
+                        finite("covariance", &flat)?;
+                        let m = DMatrix::from_row_slice(n, n, &flat);
+                        if (&m - m.transpose()).amax() > 1e-12 * m.amax().max(1.0) {
+                            return Err("covariance must be symmetric".into());
+                        }
+                        let eig = m.clone().symmetric_eigen();
+                        if eig.eigenvalues.iter().any(|l| *l <= 0.0) {
+                            return Err("covariance must be positive definite".into());
+                        }
+                        let inv = m.try_inverse().ok_or("covariance is singular")? / *b;
+                        let semi: Vec<f64> = eig.eigenvalues.iter().map(|l| (l * b).sqrt()).collect();
+                        Ok(Shape::Ellipsoid {
+                            center: center.clone(),
+                            precision: row_major(&inv),
+                            axes: row_major(&eig.eigenvectors),
+                            semi_axes: semi,
+                            margin: 0.0,
+                        })
+                    }
+                    (None, None, Some(semi)) => {
+                        if semi.len() != n {
+                            return Err(format!("semi_axes must have {n} values like center"));
+                        }
+                        positive("semi_axes", semi)?;
+                        let r = match rotation_deg {
+                            Some(d) => {
+                                finite("rotation_deg", d)?;
+                                rotation(n, d)?
+                            }
+                            None => DMatrix::identity(n, n),
+                        };
+                        Ok(Shape::ellipsoid_from_axes(center.clone(), row_major(&r), semi.clone()))
+                    }
+                    _ => Err("an ellipsoid takes either covariance and bound, or semi_axes (and rotation_deg)".into()),
+                }
+            }
+            PrimitiveSpec::Cylinder {
+                center,
+                radius,
+                z_range,
+            } => {
+                finite("center", center)?;
+                if !(radius.is_finite() && *radius > 0.0) {
+                    return Err("radius must be a finite number > 0".into());
+                }
+                if let Some([lo, hi]) = z_range {
+                    finite("z_range", &[*lo, *hi])?;
+                    if lo >= hi {
+                        return Err("z_range must be [low, high] with low < high".into());
+                    }
+                }
+                Ok(Shape::Cylinder {
+                    center: *center,
+                    radius: *radius,
+                    z_range: *z_range,
+                })
+            }
+            PrimitiveSpec::Box {
+                center,
+                half_extents,
+                rotation_deg,
+            } => {
+                let n = center.len();
+                finite("center", center)?;
+                if half_extents.len() != n {
+                    return Err(format!("half_extents must have {n} values like center"));
+                }
+                positive("half_extents", half_extents)?;
+                let r = match rotation_deg {
+                    Some(d) => {
+                        finite("rotation_deg", d)?;
+                        rotation(n, d)?
+                    }
+                    None => DMatrix::identity(n, n),
+                };
+                Ok(Shape::Box {
+                    center: center.clone(),
+                    axes: row_major(&r),
+                    half_extents: half_extents.clone(),
+                })
+            }
+            PrimitiveSpec::VelocityLimit { max_abs } => {
+                if max_abs.is_empty() {
+                    return Err("max_abs needs one value (or null) per axis".into());
+                }
+                let v: Vec<f64> = max_abs.iter().map(|m| m.unwrap_or(f64::INFINITY)).collect();
+                if v.iter().any(|m| m.is_nan() || *m <= 0.0) {
+                    return Err("max_abs values must be > 0 (or null for no limit)".into());
+                }
+                Ok(Shape::VelocityLimit { max_abs: v })
+            }
+        }
+    }
+}
+
+impl Shape {
+    fn ellipsoid_from_axes(center: Vec<f64>, axes: Vec<f64>, semi_axes: Vec<f64>) -> Shape {
+        let n = center.len();
+        let mut precision = vec![0.0; n * n];
+        for i in 0..n {
+            for j in 0..n {
+                precision[i * n + j] = (0..n)
+                    .map(|k| axes[i * n + k] * axes[j * n + k] / (semi_axes[k] * semi_axes[k]))
+                    .sum();
+            }
+        }
+        Shape::Ellipsoid {
+            center,
+            precision,
+            axes,
+            semi_axes,
+            margin: 0.0,
+        }
+    }
+
+    /// How many feature components the primitive reads (the feature space must have at least this many).
+    pub fn dim(&self) -> usize {
+        match self {
+            Shape::Ellipsoid { center, .. } | Shape::Box { center, .. } => center.len(),
+            Shape::Cylinder { z_range, .. } => {
+                if z_range.is_some() {
+                    3
+                } else {
+                    2
+                }
+            }
+            Shape::VelocityLimit { max_abs } => max_abs.len(),
+        }
+    }
+
+    /// Whether the primitive needs exactly `dim()` features (cylinders only read the first 2 or 3).
+    pub fn exact_dim(&self) -> bool {
+        !matches!(self, Shape::Cylinder { .. })
+    }
+
+    /// True where the constraint is violated (the point is infeasible).
+    pub fn contains(&self, x: &[f64]) -> bool {
+        match self {
+            Shape::Ellipsoid {
+                center,
+                precision,
+                axes,
+                semi_axes,
+                margin,
+            } => {
+                let q = quad_form(center, precision, x);
+                if q <= 1.0 {
+                    return true;
+                }
+                if *margin <= 0.0 {
+                    return false;
+                }
+                // Cheap rejection: outside the ellipsoid scaled by (1 + margin / a_min), which contains
+                // every point within `margin` (support-function bound).
+                let a_min = semi_axes.iter().copied().fold(f64::INFINITY, f64::min);
+                if q > (1.0 + margin / a_min).powi(2) {
+                    return false;
+                }
+                ellipsoid_distance(center, axes, semi_axes, x) < *margin
+            }
+            Shape::Cylinder {
+                center,
+                radius,
+                z_range,
+            } => {
+                let (dx, dy) = (x[0] - center[0], x[1] - center[1]);
+                dx * dx + dy * dy < radius * radius
+                    && z_range.is_none_or(|[lo, hi]| x[2] >= lo && x[2] <= hi)
+            }
+            Shape::Box {
+                center,
+                axes,
+                half_extents,
+            } => {
+                let n = center.len();
+                (0..n).all(|k| local(center, axes, x, k).abs() <= half_extents[k])
+            }
+            Shape::VelocityLimit { max_abs } => x.iter().zip(max_abs).any(|(v, m)| v.abs() > *m),
+        }
+    }
+
+    /// The same primitive grown by `margin` (for a velocity limit: the limits shrunk), so that a point
+    /// feasible for the grown shape lies at least `margin` from the original infeasible set.
+    pub fn inflate(&self, margin: f64) -> Shape {
+        match self {
+            Shape::Ellipsoid {
+                center,
+                precision,
+                axes,
+                semi_axes,
+                margin: m,
+            } => Shape::Ellipsoid {
+                center: center.clone(),
+                precision: precision.clone(),
+                axes: axes.clone(),
+                semi_axes: semi_axes.clone(),
+                margin: m + margin,
+            },
+            Shape::Cylinder {
+                center,
+                radius,
+                z_range,
+            } => Shape::Cylinder {
+                center: *center,
+                radius: radius + margin,
+                z_range: z_range.map(|[lo, hi]| [lo - margin, hi + margin]),
+            },
+            Shape::Box {
+                center,
+                axes,
+                half_extents,
+            } => Shape::Box {
+                center: center.clone(),
+                axes: axes.clone(),
+                half_extents: half_extents.iter().map(|h| h + margin).collect(),
+            },
+            Shape::VelocityLimit { max_abs } => Shape::VelocityLimit {
+                max_abs: max_abs.iter().map(|m| (m - margin).max(0.0)).collect(),
+            },
+        }
+    }
+
+    /// Move a point that lies inside onto the boundary (used by dynamics that block a region, like the
+    /// velocity task's obstacle). Points outside are left alone.
+    pub fn project_out(&self, x: &mut [f64]) {
+        if !self.contains(x) {
+            return;
+        }
+        match self {
+            Shape::Ellipsoid {
+                center,
+                precision,
+                axes,
+                semi_axes,
+                ..
+            } => {
+                let n = center.len();
+                let q = quad_form(center, precision, x);
+                if q < 1e-300 {
+                    // At the centre: leave along the first principal direction.
+                    for i in 0..n {
+                        x[i] = center[i] + axes[i * n] * semi_axes[0];
+                    }
+                } else {
+                    let s = 1.0 / q.sqrt();
+                    for i in 0..n {
+                        x[i] = center[i] + (x[i] - center[i]) * s;
+                    }
+                }
+            }
+            Shape::Cylinder { center, radius, .. } => {
+                let (dx, dy) = (x[0] - center[0], x[1] - center[1]);
+                let r = (dx * dx + dy * dy).sqrt();
+                if r < 1e-300 {
+                    x[0] = center[0] + radius;
+                } else {
+                    x[0] = center[0] + dx * radius / r;
+                    x[1] = center[1] + dy * radius / r;
+                }
+            }
+            Shape::Box {
+                center,
+                axes,
+                half_extents,
+            } => {
+                let n = center.len();
+                let (mut best, mut slack, mut sign) = (0, f64::INFINITY, 1.0);
+                for k in 0..n {
+                    let l = local(center, axes, x, k);
+                    if half_extents[k] - l.abs() < slack {
+                        (best, slack, sign) = (
+                            k,
+                            half_extents[k] - l.abs(),
+                            if l >= 0.0 { 1.0 } else { -1.0 },
+                        );
+                    }
+                }
+                let shift = sign * slack;
+                for i in 0..n {
+                    x[i] += axes[i * n + best] * shift;
+                }
+            }
+            Shape::VelocityLimit { max_abs } => {
+                for (v, m) in x.iter_mut().zip(max_abs) {
+                    *v = v.clamp(-m, *m);
+                }
+            }
+        }
+    }
+
+    /// Axis-aligned bounding box of the infeasible set over the first `dim` features (infinite where
+    /// the set is unbounded).
+    pub fn aabb(&self, dim: usize) -> (Vec<f64>, Vec<f64>) {
+        let mut lo = vec![f64::NEG_INFINITY; dim];
+        let mut hi = vec![f64::INFINITY; dim];
+        match self {
+            Shape::Ellipsoid {
+                center,
+                axes,
+                semi_axes,
+                margin,
+                ..
+            } => {
+                let n = center.len();
+                for i in 0..n.min(dim) {
+                    let h = (0..n)
+                        .map(|k| (axes[i * n + k] * semi_axes[k]).powi(2))
+                        .sum::<f64>()
+                        .sqrt()
+                        + margin;
+                    lo[i] = center[i] - h;
+                    hi[i] = center[i] + h;
+                }
+            }
+            Shape::Box {
+                center,
+                axes,
+                half_extents,
+            } => {
+                let n = center.len();
+                for i in 0..n.min(dim) {
+                    let h = (0..n)
+                        .map(|k| (axes[i * n + k] * half_extents[k]).abs())
+                        .sum::<f64>();
+                    lo[i] = center[i] - h;
+                    hi[i] = center[i] + h;
+                }
+            }
+            Shape::Cylinder {
+                center,
+                radius,
+                z_range,
+            } => {
+                for i in 0..2.min(dim) {
+                    lo[i] = center[i] - radius;
+                    hi[i] = center[i] + radius;
+                }
+                if let (Some([a, b]), true) = (z_range, dim > 2) {
+                    lo[2] = *a;
+                    hi[2] = *b;
+                }
+            }
+            Shape::VelocityLimit { .. } => {}
+        }
+        (lo, hi)
+    }
+}
+
+/// Coordinate k of x in the primitive's own frame (axes stored row-major, columns = directions).
+#[inline]
+fn local(center: &[f64], axes: &[f64], x: &[f64], k: usize) -> f64 {
+    let n = center.len();
+    (0..n).map(|i| axes[i * n + k] * (x[i] - center[i])).sum()
+}
+
+/// Euclidean distance from an outside point to an ellipsoid (Eberly's method: bisection on the
+/// Lagrange multiplier t of the closest point y*_i = a_i^2 y_i / (t + a_i^2)).
+fn ellipsoid_distance(center: &[f64], axes: &[f64], semi_axes: &[f64], x: &[f64]) -> f64 {
+    let n = center.len();
+    let mut y = [0.0f64; 8];
+    let y = &mut y[..n.min(8)];
+    for (k, yk) in y.iter_mut().enumerate() {
+        *yk = local(center, axes, x, k).abs();
+    }
+    let f = |t: f64| {
+        y.iter()
+            .zip(semi_axes)
+            .map(|(yi, a)| (a * yi / (t + a * a)).powi(2))
+            .sum::<f64>()
+            - 1.0
+    };
+    let norm = y.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let a_max = semi_axes.iter().copied().fold(0.0, f64::max);
+    let (mut lo, mut hi) = (0.0, a_max * norm);
+    for _ in 0..200 {
+        let mid = 0.5 * (lo + hi);
+        if f(mid) > 0.0 {
+            lo = mid
+        } else {
+            hi = mid
+        }
+        if hi - lo <= 1e-15 * hi.max(1e-300) {
+            break;
+        }
+    }
+    let t = 0.5 * (lo + hi);
+    y.iter()
+        .zip(semi_axes)
+        .map(|(yi, a)| (yi - a * a * yi / (t + a * a)).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
+#[inline]
+fn quad_form(center: &[f64], precision: &[f64], x: &[f64]) -> f64 {
+    let n = center.len();
+    let mut q = 0.0;
+    for i in 0..n {
+        let di = x[i] - center[i];
+        for j in 0..n {
+            q += di * precision[i * n + j] * (x[j] - center[j]);
+        }
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ell(center: Vec<f64>, semi: Vec<f64>, rot: Option<Vec<f64>>) -> Shape {
+        PrimitiveSpec::Ellipsoid {
+            center,
+            covariance: None,
+            bound: None,
+            semi_axes: Some(semi),
+            rotation_deg: rot,
+        }
+        .compile()
+        .unwrap()
+    }
+
+    #[test]
+    fn covariance_ellipse_matches_reference_semi_axes() {
+        // REFERENCE.md: Sigma1 = [[1.3,-0.8],[-0.8,1.8]]/80 with bound 5 has semi-axes 0.386 and 0.211.
+        let s = PrimitiveSpec::Ellipsoid {
+            center: vec![0.82, 1.0],
+            covariance: Some(vec![
+                vec![1.3 / 80.0, -0.8 / 80.0],
+                vec![-0.8 / 80.0, 1.8 / 80.0],
+            ]),
+            bound: Some(5.0),
+            semi_axes: None,
+            rotation_deg: None,
+        }
+        .compile()
+        .unwrap();
+        let Shape::Ellipsoid { mut semi_axes, .. } = s.clone() else {
+            panic!()
+        };
+        semi_axes.sort_by(f64::total_cmp);
+        assert!(
+            (semi_axes[0] - 0.211).abs() < 1e-3 && (semi_axes[1] - 0.386).abs() < 1e-3,
+            "{semi_axes:?}"
+        );
+        assert!(s.contains(&[0.82, 1.0]));
+        assert!(!s.contains(&[0.82 + 0.25, 1.0]));
+    }
+
+    #[test]
+    fn rotated_ellipse_contains_points_along_its_rotated_major_axis() {
+        let e = ell(vec![0.0, 0.0], vec![1.0, 0.1], Some(vec![90.0]));
+        assert!(e.contains(&[0.0, 0.9]));
+        assert!(!e.contains(&[0.9, 0.0]));
+    }
+
+    #[test]
+    fn cylinder_is_strict_and_respects_z_range() {
+        let c = PrimitiveSpec::Cylinder {
+            center: [0.55, 0.0],
+            radius: 0.04,
+            z_range: Some([0.0, 0.1]),
+        }
+        .compile()
+        .unwrap();
+        assert!(c.contains(&[0.55, 0.039, 0.05]));
+        assert!(!c.contains(&[0.55, 0.04, 0.05]));
+        assert!(!c.contains(&[0.55, 0.0, 0.2]));
+    }
+
+    #[test]
+    fn rotated_box_and_projection_onto_nearest_face() {
+        let b = PrimitiveSpec::Box {
+            center: vec![0.0, 0.0, 0.0],
+            half_extents: vec![1.0, 0.5, 0.2],
+            rotation_deg: Some(vec![0.0, 0.0, 90.0]),
+        }
+        .compile()
+        .unwrap();
+        assert!(b.contains(&[0.0, 0.9, 0.0]));
+        assert!(!b.contains(&[0.9, 0.0, 0.0]));
+        let mut p = [0.0, 0.0, 0.1];
+        b.project_out(&mut p);
+        assert!((p[2] - 0.2).abs() < 1e-12 && p[0].abs() < 1e-12, "{p:?}");
+    }
+
+    #[test]
+    fn inflation_keeps_margin_for_every_shape() {
+        let shapes = [
+            ell(
+                vec![0.0, 0.0, 0.0],
+                vec![0.3, 0.1, 0.2],
+                Some(vec![10.0, 20.0, 30.0]),
+            ),
+            PrimitiveSpec::Cylinder {
+                center: [0.0, 0.0],
+                radius: 0.1,
+                z_range: Some([-0.1, 0.1]),
+            }
+            .compile()
+            .unwrap(),
+            PrimitiveSpec::Box {
+                center: vec![0.0; 3],
+                half_extents: vec![0.2, 0.1, 0.3],
+                rotation_deg: Some(vec![5.0, 0.0, 40.0]),
+            }
+            .compile()
+            .unwrap(),
+        ];
+        let m = 0.05;
+        for s in &shapes {
+            let big = s.inflate(m);
+            // Any point within m of an infeasible point is inside the inflated shape.
+            let mut k = 0u64;
+            for i in 0..30 {
+                for j in 0..30 {
+                    for l in 0..30 {
+                        let x = [
+                            -0.4 + 0.8 * i as f64 / 29.0,
+                            -0.4 + 0.8 * j as f64 / 29.0,
+                            -0.4 + 0.8 * l as f64 / 29.0,
+                        ];
+                        if s.contains(&x) {
+                            k += 1;
+                            for d in [
+                                [m, 0.0, 0.0],
+                                [0.0, -m, 0.0],
+                                [0.0, 0.0, m * 0.999],
+                                [0.57 * m, 0.57 * m, 0.57 * m],
+                            ] {
+                                let y = [x[0] + d[0], x[1] + d[1], x[2] + d[2]];
+                                assert!(big.contains(&y), "{s:?} at {y:?}");
+                            }
+                        }
+                    }
+                }
+            }
+            assert!(k > 10);
+        }
+    }
+
+    #[test]
+    fn ellipse_distance_is_exact_on_the_axes() {
+        let e = ell(vec![0.0, 0.0], vec![0.3, 0.1], None).inflate(0.05);
+        assert!(e.contains(&[0.349, 0.0]) && !e.contains(&[0.351, 0.0]));
+        assert!(e.contains(&[0.0, 0.149]) && !e.contains(&[0.0, 0.151]));
+    }
+
+    #[test]
+    fn velocity_limit_unbounded_axis_and_shrinking() {
+        let v = PrimitiveSpec::VelocityLimit {
+            max_abs: vec![Some(1.0), None, Some(0.4)],
+        }
+        .compile()
+        .unwrap();
+        assert!(v.contains(&[1.01, 0.0, 0.0]));
+        assert!(!v.contains(&[1.0, 100.0, -0.4]));
+        assert!(v.inflate(0.1).contains(&[0.95, 0.0, 0.0]));
+    }
+
+    #[test]
+    fn bad_primitives_name_the_field() {
+        let e = PrimitiveSpec::Cylinder {
+            center: [0.0, 0.0],
+            radius: -1.0,
+            z_range: None,
+        }
+        .compile()
+        .unwrap_err();
+        assert!(e.contains("radius"), "{e}");
+        let e = PrimitiveSpec::Ellipsoid {
+            center: vec![0.0, 0.0],
+            covariance: None,
+            bound: None,
+            semi_axes: Some(vec![1.0]),
+            rotation_deg: None,
+        }
+        .compile()
+        .unwrap_err();
+        assert!(e.contains("semi_axes"), "{e}");
+        let e = PrimitiveSpec::Box {
+            center: vec![0.0, 0.0],
+            half_extents: vec![1.0, 1.0],
+            rotation_deg: Some(vec![1.0, 2.0, 3.0]),
+        }
+        .compile()
+        .unwrap_err();
+        assert!(e.contains("rotation_deg"), "{e}");
+    }
+}

@@ -1,0 +1,341 @@
+//! Deterministic kinematic simulator of a task: steps any policy (state -> velocity command) and records
+//! the trajectory. Rows follow the reference demonstrations: (s_t, a_t) for every step taken, the state
+//! after the last step in `final_state`. Buffers are reused, so a rollout allocates nothing per step.
+use crate::task::{ActionLimit, DistanceAt, Task};
+
+/// Anything that maps a state to an action (a velocity command in action units).
+pub trait Policy {
+    fn act(&mut self, state: &[f64], action: &mut [f64]);
+}
+
+impl<F: FnMut(&[f64], &mut [f64])> Policy for F {
+    fn act(&mut self, state: &[f64], action: &mut [f64]) {
+        self(state, action)
+    }
+}
+
+/// A recorded episode.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Trajectory {
+    pub state_dim: usize,
+    pub action_dim: usize,
+    /// s_0 .. s_{T-1}, row-major (T x state_dim).
+    pub states: Vec<f64>,
+    /// The applied (limited) actions a_0 .. a_{T-1}, row-major.
+    pub actions: Vec<f64>,
+    /// s_T, the state after the last step.
+    pub final_state: Vec<f64>,
+    pub rewards: Vec<f64>,
+    /// Per step: the true constraint is violated at psi(s_t, a_t).
+    pub violations: Vec<bool>,
+    /// The final state violates the true constraint (only for constraints on the state).
+    pub final_violation: bool,
+    pub episode_return: f64,
+    pub reached_goal: bool,
+}
+
+impl Trajectory {
+    pub fn with_capacity(task: &Task) -> Self {
+        let (n, m, h) = (task.state_dim(), task.action_dim(), task.spec.horizon);
+        Trajectory {
+            state_dim: n,
+            action_dim: m,
+            states: Vec::with_capacity(h * n),
+            actions: Vec::with_capacity(h * m),
+            final_state: Vec::with_capacity(n),
+            rewards: Vec::with_capacity(h),
+            violations: Vec::with_capacity(h),
+            ..Default::default()
+        }
+    }
+    /// Number of steps T.
+    pub fn len(&self) -> usize {
+        self.rewards.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rewards.is_empty()
+    }
+    pub fn state(&self, t: usize) -> &[f64] {
+        &self.states[t * self.state_dim..(t + 1) * self.state_dim]
+    }
+    pub fn action(&self, t: usize) -> &[f64] {
+        &self.actions[t * self.action_dim..(t + 1) * self.action_dim]
+    }
+    pub fn violation_count(&self) -> usize {
+        self.violations.iter().filter(|v| **v).count()
+    }
+    /// Every recorded state (and the final one) is truly feasible.
+    pub fn truly_feasible(&self) -> bool {
+        self.violation_count() == 0 && !self.final_violation
+    }
+}
+
+/// What one step did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StepOutcome {
+    pub reward: f64,
+    pub reached_goal: bool,
+}
+
+/// The simulator of one task.
+pub struct Simulator<'a> {
+    task: &'a Task,
+    psi: Vec<f64>,
+    applied: Vec<f64>,
+    next: Vec<f64>,
+    zero_action: Vec<f64>,
+}
+
+impl<'a> Simulator<'a> {
+    pub fn new(task: &'a Task) -> Self {
+        Simulator {
+            task,
+            psi: vec![0.0; task.feature_dim()],
+            applied: vec![0.0; task.action_dim()],
+            next: vec![0.0; task.state_dim()],
+            zero_action: vec![0.0; task.action_dim()],
+        }
+    }
+
+    pub fn task(&self) -> &Task {
+        self.task
+    }
+
+    /// Limit a raw action as the dynamics do: a non-finite command is treated as zero (stop), then the
+    /// speed cap or action box applies.
+    pub fn limit_action(task: &Task, raw: &[f64], applied: &mut [f64]) {
+        let finite = raw.iter().all(|v| v.is_finite());
+        for (a, r) in applied.iter_mut().zip(raw) {
+            *a = if finite { *r } else { 0.0 };
+        }
+        match &task.action_limit {
+            ActionLimit::Norm(cap) => {
+                let n = applied.iter().map(|v| v * v).sum::<f64>().sqrt();
+                if n > *cap {
+                    applied.iter_mut().for_each(|v| *v *= cap / n);
+                }
+            }
+            ActionLimit::Box(b) => {
+                for (v, l) in applied.iter_mut().zip(b) {
+                    *v = v.clamp(-l, *l);
+                }
+            }
+        }
+    }
+
+    /// One step from `state` under `raw_action`: writes the next state and the applied action.
+    pub fn step(
+        &mut self,
+        state: &[f64],
+        raw_action: &[f64],
+        next: &mut [f64],
+        applied: &mut [f64],
+    ) -> StepOutcome {
+        let t = self.task;
+        Self::limit_action(t, raw_action, applied);
+        next.copy_from_slice(state);
+        let gain = t.spec.dynamics.dt * t.spec.dynamics.velocity_scale;
+        for (k, &i) in t.position_idx.iter().enumerate() {
+            next[i] = state[i] + gain * applied[k];
+            if let Some((lo, hi)) = &t.bounds {
+                next[i] = next[i].clamp(lo[k], hi[k]);
+            }
+        }
+        if !t.blocking.is_empty() {
+            let mut p = t.position_of(next);
+            for b in &t.blocking {
+                b.project_out(&mut p);
+            }
+            for (k, &i) in t.position_idx.iter().enumerate() {
+                next[i] = p[k];
+            }
+        }
+        for (k, &i) in t.velocity_idx.iter().enumerate() {
+            next[i] = applied[k];
+        }
+        let goal = t.goal();
+        let (mut d0, mut d1, mut path) = (0.0, 0.0, 0.0);
+        for (k, &i) in t.position_idx.iter().enumerate() {
+            d0 += (state[i] - goal[k]).powi(2);
+            d1 += (next[i] - goal[k]).powi(2);
+            path += (next[i] - state[i]).powi(2);
+        }
+        let (d0, d1, path) = (d0.sqrt(), d1.sqrt(), path.sqrt());
+        let r = &t.spec.reward;
+        let reached_goal = d1 < t.spec.goal.tolerance;
+        let dist = match r.distance_at {
+            DistanceAt::BeforeStep => d0,
+            DistanceAt::AfterStep => d1,
+        };
+        let reward = -r.distance * dist + r.progress * (d0 - d1) - r.path_length * path
+            + if reached_goal { r.goal_bonus } else { 0.0 };
+        StepOutcome {
+            reward,
+            reached_goal,
+        }
+    }
+
+    /// Roll a policy out from `start` (a full state) until the goal or the horizon, into `traj`.
+    pub fn rollout(&mut self, start: &[f64], policy: &mut dyn Policy, traj: &mut Trajectory) {
+        let t = self.task;
+        let (n, m) = (t.state_dim(), t.action_dim());
+        traj.state_dim = n;
+        traj.action_dim = m;
+        traj.states.clear();
+        traj.actions.clear();
+        traj.rewards.clear();
+        traj.violations.clear();
+        traj.final_state.clear();
+        traj.final_state.extend_from_slice(start);
+        traj.episode_return = 0.0;
+        traj.reached_goal = false;
+        let mut raw = std::mem::take(&mut self.zero_action);
+        let mut applied = std::mem::take(&mut self.applied);
+        let mut next = std::mem::take(&mut self.next);
+        for _ in 0..t.spec.horizon {
+            let s = &traj.final_state;
+            raw.iter_mut().for_each(|v| *v = 0.0);
+            policy.act(s, &mut raw);
+            let out = self.step(s, &raw, &mut next, &mut applied);
+            t.features_into(s, &applied, &mut self.psi);
+            traj.violations.push(t.truly_infeasible(&self.psi));
+            traj.states.extend_from_slice(s);
+            traj.actions.extend_from_slice(&applied);
+            traj.rewards.push(out.reward);
+            traj.episode_return += out.reward;
+            traj.final_state.copy_from_slice(&next);
+            if out.reached_goal {
+                traj.reached_goal = true;
+                break;
+            }
+        }
+        traj.final_violation = !t.constrains_action() && {
+            raw.iter_mut().for_each(|v| *v = 0.0);
+            t.features_into(&traj.final_state, &raw, &mut self.psi);
+            t.truly_infeasible(&self.psi)
+        };
+        self.zero_action = raw;
+        self.applied = applied;
+        self.next = next;
+    }
+}
+
+/// The nominal linear dynamical system f(s) = -gain (p - goal), in action units.
+pub fn nominal_ds(task: &Task, gain: f64) -> impl Fn(&[f64], &mut [f64]) + '_ {
+    move |s: &[f64], a: &mut [f64]| {
+        let g = task.goal();
+        for (k, &i) in task.position_idx.iter().enumerate() {
+            a[k] = -gain * (s[i] - g[k]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn single_integrator_step_matches_reference_data() {
+        // reach_obstacle_3d_ds.csv demo 0, steps 0 -> 1: p' = p + 0.008 a.
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut sim = Simulator::new(&t);
+        let s = [
+            0.3499999940395355,
+            -0.09000000357627869,
+            0.05000000074505806,
+        ];
+        let a = [
+            0.8660436295732539,
+            0.18888407356172648,
+            -0.034330867792486765,
+        ];
+        let (mut n, mut ap) = ([0.0; 3], [0.0; 3]);
+        sim.step(&s, &a, &mut n, &mut ap);
+        let expect = [
+            0.35692834854125977,
+            -0.08848892897367477,
+            0.049725353717803955,
+        ];
+        for k in 0..3 {
+            assert!((n[k] - expect[k]).abs() < 1e-7, "{n:?}");
+        }
+    }
+
+    #[test]
+    fn speed_cap_box_bounds_and_nan_are_applied() {
+        let t = Task::load("point_ellipse_2d").unwrap();
+        let mut ap = [0.0; 2];
+        Simulator::limit_action(&t, &[3.0, 4.0], &mut ap);
+        assert!((ap[0] - 1.2).abs() < 1e-12 && (ap[1] - 1.6).abs() < 1e-12);
+        Simulator::limit_action(&t, &[f64::NAN, 1.0], &mut ap);
+        assert_eq!(ap, [0.0, 0.0]);
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut sim = Simulator::new(&t);
+        let (mut n, mut ap) = ([0.0; 3], [0.0; 3]);
+        sim.step(&[0.5, 0.119, 0.05], &[5.0, 1.0, -0.5], &mut n, &mut ap);
+        assert_eq!(ap, [1.0, 1.0, -0.5]);
+        assert_eq!(n[1], 0.12);
+    }
+
+    #[test]
+    fn blocking_region_pushes_position_out_and_velocity_state_holds_action() {
+        let t = Task::load("reach_velocity_3d").unwrap();
+        let mut sim = Simulator::new(&t);
+        let (mut n, mut ap) = ([0.0; 6], [0.0; 3]);
+        sim.step(
+            &[0.495, 0.0, 0.05, 0.0, 0.0, 0.0],
+            &[1.0, 0.0, 0.0],
+            &mut n,
+            &mut ap,
+        );
+        let r = ((n[0] - 0.55f64).powi(2) + n[1].powi(2)).sqrt();
+        assert!((r - 0.05).abs() < 1e-12, "{n:?}");
+        assert_eq!(&n[3..], &[1.0, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn reference_rewards_are_reproduced() {
+        // 2-D: return = 100 - sum ||s_t||; here one step from (0.02, 0) straight into the goal.
+        let t = Task::load("point_ellipse_2d").unwrap();
+        let mut sim = Simulator::new(&t);
+        let mut traj = Trajectory::with_capacity(&t);
+        sim.rollout(&[0.05, 0.0], &mut nominal_ds(&t, 1.0), &mut traj);
+        assert!(traj.reached_goal);
+        let expect: f64 = 100.0 - (0..traj.len()).map(|i| traj.state(i)[0].abs()).sum::<f64>();
+        assert!((traj.episode_return - expect).abs() < 1e-12);
+    }
+
+    #[test]
+    fn nominal_ds_rollout_through_the_cylinder_reaches_goal_and_records_violations() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut sim = Simulator::new(&t);
+        let mut traj = Trajectory::with_capacity(&t);
+        sim.rollout(
+            &t.start_state(&[0.44, -0.03, 0.05]),
+            &mut nominal_ds(&t, 2.0),
+            &mut traj,
+        );
+        assert!(traj.reached_goal && traj.len() < t.spec.horizon);
+        assert!(
+            traj.violation_count() > 0,
+            "the straight line crosses the cylinder"
+        );
+        assert!(
+            traj.final_state
+                .iter()
+                .zip(t.goal())
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>()
+                .sqrt()
+                < 0.01
+        );
+        // Rolling out again reuses buffers and gives the same trajectory (deterministic).
+        let first = traj.clone();
+        sim.rollout(
+            &t.start_state(&[0.44, -0.03, 0.05]),
+            &mut nominal_ds(&t, 2.0),
+            &mut traj,
+        );
+        assert_eq!(first, traj);
+    }
+}
