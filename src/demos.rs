@@ -469,6 +469,67 @@ impl DemoSet {
     }
 }
 
+/// What `pucl demos check` reports about a demonstration set.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DemoReport {
+    pub demos: usize,
+    pub steps: usize,
+    pub min_len: usize,
+    pub max_len: usize,
+    /// Demonstrations whose last state, or the state after their last action, is within the goal tolerance.
+    pub reached_goal: usize,
+    /// Rows whose psi(s, a) violates the true constraint.
+    pub violating_steps: usize,
+    /// Indices of demonstrations with at least one violating row.
+    pub violating_demos: Vec<usize>,
+}
+
+impl DemoSet {
+    /// Counts, goal reaching and true violations (the true constraint is known for built-in tasks).
+    pub fn report(&self, task: &Task) -> DemoReport {
+        let mut sim = crate::sim::Simulator::new(task);
+        let n = self.state_dim();
+        let mut psi = vec![0.0; task.feature_dim()];
+        let (mut next, mut applied) = (vec![0.0; n], vec![0.0; self.action_dim()]);
+        let mut r = DemoReport {
+            demos: self.len(),
+            steps: self.total_steps(),
+            min_len: usize::MAX,
+            max_len: 0,
+            reached_goal: 0,
+            violating_steps: 0,
+            violating_demos: Vec::new(),
+        };
+        let near_goal = |s: &[f64]| {
+            let d: f64 = task
+                .position_idx
+                .iter()
+                .zip(task.goal())
+                .map(|(&i, g)| (s[i] - g).powi(2))
+                .sum();
+            d.sqrt() < task.spec.goal.tolerance
+        };
+        for i in 0..self.len() {
+            let len = self.demos[i].len(n);
+            r.min_len = r.min_len.min(len);
+            r.max_len = r.max_len.max(len);
+            let mut bad = 0;
+            for t in 0..len {
+                task.features_into(self.state(i, t), self.action(i, t), &mut psi);
+                bad += usize::from(task.truly_infeasible(&psi));
+            }
+            r.violating_steps += bad;
+            if bad > 0 {
+                r.violating_demos.push(i);
+            }
+            let last = self.state(i, len - 1);
+            let out = sim.step(last, self.action(i, len - 1), &mut next, &mut applied);
+            r.reached_goal += usize::from(out.reached_goal || near_goal(last));
+        }
+        r
+    }
+}
+
 fn csv_error(path: &Path, e: csv::Error) -> Error {
     let line = e.position().map(|p| p.line());
     Error::file(path, line, None, e.to_string())

@@ -272,9 +272,9 @@ impl Planner {
     }
 
     fn node_point(&self, mut i: usize, x: &mut [f64]) {
-        for k in 0..self.dims.len() {
-            x[k] = self.lo[k] + (i % self.dims[k]) as f64 * self.res;
-            i /= self.dims[k];
+        for ((xk, lo), n) in x.iter_mut().zip(&self.lo).zip(&self.dims) {
+            *xk = lo + (i % n) as f64 * self.res;
+            i /= n;
         }
     }
 

@@ -1,1 +1,379 @@
-pub fn _x() {}
+//! Pictures of a task in the constraint's feature space: the true constraint (or a learned zeta as a
+//! heat map with the true boundary drawn over it), demonstrations, rollouts and marked points. A 2-D
+//! feature space is one panel; a 3-D one is a top view and a side view through the constraint.
+use crate::error::{Error, Result};
+use crate::task::{Feature, Task};
+use plotters::prelude::*;
+use std::path::Path;
+
+/// A scalar field over the feature space (a learned zeta).
+pub type Field<'a> = &'a dyn Fn(&[f64]) -> f64;
+
+/// One polyline or point set, in feature coordinates.
+pub struct Series {
+    pub label: String,
+    pub color: RGBColor,
+    /// Each inner vector is one polyline (or, for `points`, a set of points).
+    pub groups: Vec<Vec<Vec<f64>>>,
+}
+
+/// What to draw.
+pub struct Scene<'a> {
+    pub task: &'a Task,
+    pub title: String,
+    /// A learned feasibility zeta(psi) in [0, 1] (1 = feasible), drawn as a heat map. None: the true
+    /// infeasible set is drawn filled.
+    pub field: Option<Field<'a>>,
+    pub paths: Vec<Series>,
+    pub points: Vec<Series>,
+}
+
+/// Colours used for the usual series.
+pub const DEMO_COLOR: RGBColor = RGBColor(20, 60, 200);
+pub const ROLLOUT_COLOR: RGBColor = RGBColor(230, 120, 0);
+pub const INFEASIBLE_POINT_COLOR: RGBColor = RGBColor(200, 0, 0);
+const TRUE_INFEASIBLE_FILL: RGBColor = RGBColor(248, 190, 190);
+const CELLS: usize = 150;
+
+struct View {
+    x: usize,
+    y: usize,
+    /// Fixed values of the other features.
+    fixed: Vec<(usize, f64)>,
+    caption: String,
+}
+
+fn register_font() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // A bundled font, so that pictures render the same on any machine (no fontconfig needed).
+        let _ = plotters::style::register_font(
+            "sans-serif",
+            FontStyle::Normal,
+            include_bytes!("../assets/fonts/DejaVuSans.ttf"),
+        );
+    });
+}
+
+/// Diverging map for zeta: 0 (infeasible) dark red, 0.5 white, 1 (feasible) blue.
+pub fn zeta_color(z: f64) -> RGBColor {
+    let z = if z.is_finite() {
+        z.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let lerp = |a: (f64, f64, f64), b: (f64, f64, f64), t: f64| {
+        RGBColor(
+            (a.0 + (b.0 - a.0) * t) as u8,
+            (a.1 + (b.1 - a.1) * t) as u8,
+            (a.2 + (b.2 - a.2) * t) as u8,
+        )
+    };
+    if z < 0.5 {
+        lerp((165.0, 15.0, 21.0), (255.0, 255.0, 255.0), z / 0.5)
+    } else {
+        lerp((255.0, 255.0, 255.0), (33.0, 102.0, 172.0), (z - 0.5) / 0.5)
+    }
+}
+
+impl Scene<'_> {
+    /// The slice value of feature k for the views: through the first primitive that is bounded in that
+    /// feature, else the goal (for position features), else the middle of the evaluation grid.
+    fn slice_value(&self, k: usize) -> f64 {
+        let t = self.task;
+        for s in &t.true_constraint {
+            let (lo, hi) = s.aabb(t.feature_dim());
+            if lo[k].is_finite() && hi[k].is_finite() {
+                return 0.5 * (lo[k] + hi[k]);
+            }
+        }
+        if let Feature::State(i) = t.features[k]
+            && let Some(p) = t.position_idx.iter().position(|&j| j == i)
+        {
+            return t.goal()[p];
+        }
+        let g = &t.grid[k];
+        0.5 * (g[0] + g[g.len() - 1])
+    }
+
+    fn views(&self) -> Result<Vec<View>> {
+        let t = self.task;
+        let names = t.feature_names();
+        let unit = |k: usize| {
+            t.unit(&names[k])
+                .map(|u| format!(" [{u}]"))
+                .unwrap_or_default()
+        };
+        match t.feature_dim() {
+            2 => Ok(vec![View {
+                x: 0,
+                y: 1,
+                fixed: vec![],
+                caption: format!("{} - {}", names[0], names[1]),
+            }]),
+            3 => {
+                let (z, y) = (self.slice_value(2), self.slice_value(1));
+                Ok(vec![
+                    View {
+                        x: 0,
+                        y: 1,
+                        fixed: vec![(2, z)],
+                        caption: format!("top view, {} = {z:.3}{}", names[2], unit(2)),
+                    },
+                    View {
+                        x: 0,
+                        y: 2,
+                        fixed: vec![(1, y)],
+                        caption: format!("side view, {} = {y:.3}{}", names[1], unit(1)),
+                    },
+                ])
+            }
+            d => Err(Error::Invalid(format!(
+                "task '{}': pictures need a 2- or 3-dimensional constraint input, this one has {d}",
+                t.name()
+            ))),
+        }
+    }
+
+    /// Axis range of feature k: the evaluation grid and everything drawn, with a small pad.
+    fn range(&self, k: usize) -> (f64, f64) {
+        let g = &self.task.grid[k];
+        let (mut lo, mut hi) = (g[0].min(g[g.len() - 1]), g[0].max(g[g.len() - 1]));
+        for s in self.paths.iter().chain(&self.points) {
+            for p in s.groups.iter().flatten() {
+                if p[k].is_finite() {
+                    lo = lo.min(p[k]);
+                    hi = hi.max(p[k]);
+                }
+            }
+        }
+        let pad = 0.05 * (hi - lo).max(1e-9);
+        (lo - pad, hi + pad)
+    }
+
+    /// Render to a PNG, written atomically.
+    pub fn render(&self, out: &Path) -> Result<()> {
+        register_font();
+        let views = self.views()?;
+        let (w, h) = if views.len() == 1 {
+            (760u32, 720u32)
+        } else {
+            (1400, 700)
+        };
+        let dir = out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = out
+            .file_name()
+            .ok_or_else(|| Error::Invalid(format!("{}: not a file path", out.display())))?;
+        let tmp = dir.join(format!(
+            ".{}.tmp{}.png",
+            name.to_string_lossy(),
+            std::process::id()
+        ));
+        let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
+            let root = BitMapBackend::new(&tmp, (w, h)).into_drawing_area();
+            root.fill(&WHITE)?;
+            let (top, body) = root.split_vertically(36);
+            top.titled(&self.title, ("sans-serif", 22))?;
+            let panels = body.split_evenly((1, views.len()));
+            for (panel, v) in panels.iter().zip(&views) {
+                self.draw_view(panel, v)?;
+            }
+            root.present()?;
+            Ok(())
+        };
+        if let Err(e) = draw() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(Error::Invalid(format!(
+                "{}: drawing failed: {e}",
+                out.display()
+            )));
+        }
+        std::fs::rename(&tmp, out).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            Error::io(out, e)
+        })
+    }
+
+    fn draw_view<DB: DrawingBackend>(
+        &self,
+        area: &DrawingArea<DB, plotters::coord::Shift>,
+        v: &View,
+    ) -> std::result::Result<(), Box<dyn std::error::Error>>
+    where
+        DB::ErrorType: 'static,
+    {
+        let t = self.task;
+        let names = t.feature_names();
+        let label = |k: usize| match t.unit(&names[k]) {
+            Some(u) => format!("{} [{u}]", names[k]),
+            None => names[k].clone(),
+        };
+        let (x0, x1) = self.range(v.x);
+        let (y0, y1) = self.range(v.y);
+        let mut chart = ChartBuilder::on(area)
+            .caption(&v.caption, ("sans-serif", 17))
+            .margin(12)
+            .x_label_area_size(45)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0..x1, y0..y1)?;
+        chart
+            .configure_mesh()
+            .disable_mesh()
+            .x_desc(label(v.x))
+            .y_desc(label(v.y))
+            .label_style(("sans-serif", 13))
+            .draw()?;
+
+        // Raster: learned zeta or the true infeasible set; then the true boundary as cell edges.
+        let (dx, dy) = ((x1 - x0) / CELLS as f64, (y1 - y0) / CELLS as f64);
+        let mut psi: Vec<f64> = (0..t.feature_dim()).map(|k| self.slice_value(k)).collect();
+        for &(k, val) in &v.fixed {
+            psi[k] = val;
+        }
+        let mut truth = vec![false; CELLS * CELLS];
+        let mut cells = Vec::with_capacity(CELLS * CELLS);
+        for j in 0..CELLS {
+            for i in 0..CELLS {
+                psi[v.x] = x0 + (i as f64 + 0.5) * dx;
+                psi[v.y] = y0 + (j as f64 + 0.5) * dy;
+                let inf = t.truly_infeasible(&psi);
+                truth[j * CELLS + i] = inf;
+                let color = match self.field {
+                    Some(f) => zeta_color(f(&psi)),
+                    None if inf => TRUE_INFEASIBLE_FILL,
+                    None => WHITE,
+                };
+                let (xa, ya) = (x0 + i as f64 * dx, y0 + j as f64 * dy);
+                cells.push(Rectangle::new(
+                    [(xa, ya), (xa + dx, ya + dy)],
+                    color.filled(),
+                ));
+            }
+        }
+        chart.draw_series(cells)?;
+        let mut edges = Vec::new();
+        for j in 0..CELLS {
+            for i in 0..CELLS {
+                let (xa, ya) = (x0 + (i + 1) as f64 * dx, y0 + (j + 1) as f64 * dy);
+                if i + 1 < CELLS && truth[j * CELLS + i] != truth[j * CELLS + i + 1] {
+                    edges.push(vec![(xa, ya - dy), (xa, ya)]);
+                }
+                if j + 1 < CELLS && truth[j * CELLS + i] != truth[(j + 1) * CELLS + i] {
+                    edges.push(vec![(xa - dx, ya), (xa, ya)]);
+                }
+            }
+        }
+        chart
+            .draw_series(
+                edges
+                    .into_iter()
+                    .map(|e| PathElement::new(e, BLACK.stroke_width(2))),
+            )?
+            .label("true boundary")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
+
+        for s in &self.paths {
+            let color = s.color;
+            let mut first = true;
+            for g in &s.groups {
+                let pts: Vec<(f64, f64)> = g.iter().map(|p| (p[v.x], p[v.y])).collect();
+                let drawn = chart.draw_series(LineSeries::new(pts, color.stroke_width(2)))?;
+                if first {
+                    drawn.label(&s.label).legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                    first = false;
+                }
+            }
+        }
+        for s in &self.points {
+            let color = s.color;
+            let pts: Vec<(f64, f64)> = s
+                .groups
+                .iter()
+                .flatten()
+                .map(|p| (p[v.x], p[v.y]))
+                .collect();
+            if pts.is_empty() {
+                continue;
+            }
+            chart
+                .draw_series(pts.into_iter().map(|p| Circle::new(p, 3, color.filled())))?
+                .label(&s.label)
+                .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
+        }
+        // The goal, when the features are the positions.
+        let goal_psi: Option<Vec<f64>> = t
+            .features
+            .iter()
+            .map(|f| match f {
+                Feature::State(i) => t
+                    .position_idx
+                    .iter()
+                    .position(|j| j == i)
+                    .map(|p| t.goal()[p]),
+                Feature::Action(_) => None,
+            })
+            .collect();
+        if let Some(g) = goal_psi {
+            chart
+                .draw_series(std::iter::once(Cross::new(
+                    (g[v.x], g[v.y]),
+                    7,
+                    BLACK.stroke_width(3),
+                )))?
+                .label("goal")
+                .legend(|(x, y)| Cross::new((x + 9, y), 5, BLACK.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .label_font(("sans-serif", 13))
+            .draw()?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_picture_is_a_png_with_the_constraint_drawn() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let out = d.path().join("task.png");
+        let scene = Scene {
+            task: &t,
+            title: "reach_obstacle_3d".into(),
+            field: None,
+            paths: vec![Series {
+                label: "demo".into(),
+                color: DEMO_COLOR,
+                groups: vec![vec![vec![0.35, -0.09, 0.05], vec![0.68, 0.0, 0.04]]],
+            }],
+            points: vec![],
+        };
+        scene.render(&out).unwrap();
+        let bytes = std::fs::read(&out).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "no temporary file left"
+        );
+    }
+
+    #[test]
+    fn zeta_colors_are_diverging_around_one_half() {
+        assert_eq!(zeta_color(0.5), RGBColor(255, 255, 255));
+        assert!(zeta_color(0.0).0 > zeta_color(0.0).2);
+        assert!(zeta_color(1.0).2 > zeta_color(1.0).0);
+        assert_eq!(zeta_color(f64::NAN), zeta_color(0.0));
+    }
+}

@@ -416,14 +416,10 @@ impl Shape {
             } => {
                 let n = center.len();
                 let (mut best, mut slack, mut sign) = (0, f64::INFINITY, 1.0);
-                for k in 0..n {
+                for (k, h) in half_extents.iter().enumerate() {
                     let l = local(center, axes, x, k);
-                    if half_extents[k] - l.abs() < slack {
-                        (best, slack, sign) = (
-                            k,
-                            half_extents[k] - l.abs(),
-                            if l >= 0.0 { 1.0 } else { -1.0 },
-                        );
+                    if h - l.abs() < slack {
+                        (best, slack, sign) = (k, h - l.abs(), if l >= 0.0 { 1.0 } else { -1.0 });
                     }
                 }
                 let shift = sign * slack;

@@ -1,0 +1,410 @@
+//! End-to-end tests of the `pucl` command line, run as a user would run it.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn pucl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pucl"))
+        .args(args)
+        .output()
+        .expect("run pucl")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn reference(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/demos")
+        .join(name)
+}
+
+/// Runs `pucl demos check --json` and returns the report.
+fn check(file: &Path, task: &str) -> serde_json::Value {
+    let o = pucl(&[
+        "demos",
+        "check",
+        file.to_str().unwrap(),
+        "--task",
+        task,
+        "--json",
+    ]);
+    assert!(o.status.success(), "check failed: {}", stderr(&o));
+    serde_json::from_str(&stdout(&o)).expect("one JSON object")
+}
+
+/// A failing command: non-zero exit, an `error:` line containing every expected piece, no panic.
+fn fails_with(args: &[&str], expected: &[&str]) {
+    let o = pucl(args);
+    let e = stderr(&o);
+    assert!(!o.status.success(), "expected failure for {args:?}");
+    assert!(!e.contains("panicked"), "panic for {args:?}: {e}");
+    assert!(e.starts_with("error: "), "{e}");
+    for piece in expected {
+        assert!(e.contains(piece), "expected '{piece}' in: {e}");
+    }
+}
+
+#[test]
+fn reference_demonstrations_load_with_their_tasks() {
+    for (file, task, demos, steps) in [
+        ("point_ellipse_2d.csv", "point_ellipse_2d", 4, 140),
+        ("reach_obstacle_3d_ds.csv", "reach_obstacle_3d", 12, 2334),
+        ("reach_obstacle_3d_rl.csv", "reach_obstacle_3d", 10, 305),
+        ("reach_velocity_3d.csv", "reach_velocity_3d", 29, 1062),
+        ("reach_four_cups_3d_ds.csv", "reach_four_cups_3d", 19, 3947),
+    ] {
+        let r = check(&reference(file), task);
+        assert_eq!(
+            (r["demos"].as_u64().unwrap(), r["steps"].as_u64().unwrap()),
+            (demos, steps),
+            "{file}"
+        );
+        assert_eq!(r["reached_goal"].as_u64().unwrap(), demos, "{file}");
+    }
+    // The one reference row that exceeds a limit (ax = 1.0000093 > 1) is reported, not hidden.
+    let r = check(&reference("reach_velocity_3d.csv"), "reach_velocity_3d");
+    assert_eq!(r["violating_steps"], 1);
+}
+
+fn generate_and_verify(task: &str, count: usize, dir: &Path, ext: &str) {
+    let out = dir.join(format!("{}.{ext}", task.replace('/', "_")));
+    let o = pucl(&[
+        "demos",
+        "generate",
+        "--task",
+        task,
+        "--count",
+        &count.to_string(),
+        "--seed",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{task}: {}", stderr(&o));
+    let r = check(&out, task);
+    assert_eq!(r["demos"].as_u64().unwrap() as usize, count, "{task}");
+    assert_eq!(
+        r["reached_goal"].as_u64().unwrap() as usize,
+        count,
+        "{task}: every demonstration reaches the goal"
+    );
+    assert_eq!(
+        r["violating_steps"], 0,
+        "{task}: every generated state is truly feasible"
+    );
+}
+
+#[test]
+fn generated_demonstrations_of_every_builtin_task_are_feasible_and_reach_the_goal() {
+    let d = tempfile::tempdir().unwrap();
+    for task in [
+        "point_ellipse_2d",
+        "reach_obstacle_3d",
+        "reach_velocity_3d",
+        "reach_four_cups_3d",
+    ] {
+        // More demonstrations than starts, so the jittered second pass is exercised too.
+        generate_and_verify(task, 2 * pucl_starts(task) + 3, d.path(), "csv");
+    }
+    generate_and_verify("reach_obstacle_3d", 5, d.path(), "json");
+}
+
+fn pucl_starts(task: &str) -> usize {
+    pucl::Task::load(task).unwrap().spec.starts.len()
+}
+
+const THREE_OBSTACLES: &str = r#"
+name: three_obstacles_3d
+description: A tilted ellipsoid, a short cylinder and a rotated box between the starts and the goal.
+state: [x, y, z]
+action: [vx, vy, vz]
+units: {x: m, y: m, z: m, vx: m/s, vy: m/s, vz: m/s}
+position: [x, y, z]
+constraint_input: [x, y, z]
+dynamics:
+  dt: 0.05
+  velocity_scale: 1.0
+  action_limit: {norm: 0.5}
+  bounds: {lower: [0.0, -0.5, 0.0], upper: [1.5, 0.5, 0.6]}
+goal: {position: [1.3, 0.0, 0.1], tolerance: 0.02}
+horizon: 300
+starts: [[0.1, 0.0, 0.1], [0.1, 0.3, 0.3], [0.1, -0.3, 0.2], [0.2, 0.1, 0.5]]
+start_jitter: 0.03
+reward: {progress: 1.0, path_length: 1.0, goal_bonus: 0.1}
+true_constraint:
+  - {kind: ellipsoid, center: [0.4, 0.0, 0.15], semi_axes: [0.08, 0.2, 0.12], rotation_deg: [0.0, 20.0, 30.0]}
+  - {kind: cylinder, center: [0.75, 0.05], radius: 0.1, z_range: [0.0, 0.35]}
+  - {kind: box, center: [1.05, -0.05, 0.15], half_extents: [0.05, 0.2, 0.15], rotation_deg: [0.0, 0.0, 25.0]}
+evaluation:
+  grid:
+    - {min: 0.2, max: 1.2, count: 30}
+    - {min: -0.4, max: 0.4, count: 30}
+    - {min: 0.0, max: 0.5, count: 20}
+expert:
+  margin: 0.02
+"#;
+
+#[test]
+fn generated_demonstrations_avoid_three_obstacles_of_different_shapes_in_a_user_task_file() {
+    let d = tempfile::tempdir().unwrap();
+    let task = d.path().join("three.yaml");
+    std::fs::write(&task, THREE_OBSTACLES).unwrap();
+    let t = pucl::Task::load(task.to_str().unwrap()).unwrap();
+    // The straight line from the first start to the goal crosses the obstacles: the expert must detour.
+    let crossing = (0..=100).any(|i| {
+        let s = i as f64 / 100.0;
+        t.truly_infeasible(&[0.1 + s * 1.2, 0.0, 0.1])
+    });
+    assert!(crossing);
+    generate_and_verify(task.to_str().unwrap(), 10, d.path(), "csv");
+    let png = d.path().join("three.png");
+    let o = pucl(&[
+        "plot-task",
+        "--task",
+        task.to_str().unwrap(),
+        "--demos",
+        d.path()
+            .join(format!("{}.csv", task.to_str().unwrap().replace('/', "_")))
+            .to_str()
+            .unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+}
+
+#[test]
+fn plot_task_writes_a_png_for_every_builtin_task() {
+    let d = tempfile::tempdir().unwrap();
+    for (task, demos) in [
+        ("point_ellipse_2d", Some("point_ellipse_2d.csv")),
+        ("reach_obstacle_3d", Some("reach_obstacle_3d_ds.csv")),
+        ("reach_velocity_3d", Some("reach_velocity_3d.csv")),
+        ("reach_four_cups_3d", None),
+    ] {
+        let out = d.path().join(format!("{task}.png"));
+        let mut args = vec!["plot-task", "--task", task, "--out", out.to_str().unwrap()];
+        let demo_path = demos.map(|f| reference(f).to_str().unwrap().to_string());
+        if let Some(p) = &demo_path {
+            args.extend(["--demos", p]);
+        }
+        let o = pucl(&args);
+        assert!(o.status.success(), "{task}: {}", stderr(&o));
+        let png = std::fs::read(&out).unwrap();
+        assert!(png.len() > 10_000 && &png[1..4] == b"PNG", "{task}");
+    }
+}
+
+fn bad_file(dir: &Path, name: &str, content: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+#[test]
+fn bad_demonstration_files_give_clear_errors_and_never_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let t = "point_ellipse_2d";
+    let empty = bad_file(d.path(), "empty.csv", "");
+    fails_with(
+        &["demos", "check", &empty, "--task", t],
+        &["empty.csv", "empty"],
+    );
+    let header = bad_file(
+        d.path(),
+        "header.csv",
+        "demo,step,x,why,ax,ay\n0,0,1,1,1,1\n",
+    );
+    fails_with(
+        &["demos", "check", &header, "--task", t],
+        &["header.csv:1", "'why'", "'y'"],
+    );
+    let nan = bad_file(
+        d.path(),
+        "nan.csv",
+        "demo,step,x,y,ax,ay\n0,0,1,1,1,1\n0,1,1,nan,1,1\n",
+    );
+    fails_with(
+        &["demos", "check", &nan, "--task", t],
+        &["nan.csv:3", "field 'y'", "finite"],
+    );
+    let gap = bad_file(
+        d.path(),
+        "gap.csv",
+        "demo,step,x,y,ax,ay\n0,0,1,1,1,1\n0,1,1,1,1,1\n0,3,1,1,1,1\n",
+    );
+    fails_with(
+        &["demos", "check", &gap, "--task", t],
+        &["gap.csv:4", "step 3 follows step 1"],
+    );
+    // A 3-D file given to the 2-D task.
+    fails_with(
+        &[
+            "demos",
+            "check",
+            reference("reach_obstacle_3d_ds.csv").to_str().unwrap(),
+            "--task",
+            t,
+        ],
+        &[
+            "reach_obstacle_3d_ds.csv:1",
+            "wrong dimension",
+            "expects 2 state",
+        ],
+    );
+    let json = bad_file(
+        d.path(),
+        "bad.json",
+        "{\"format\": \"pucl.demonstrations\", \"version\": 1,",
+    );
+    fails_with(&["demos", "check", &json, "--task", t], &["bad.json:1"]);
+    fails_with(
+        &["demos", "check", "/no/such/file.csv", "--task", t],
+        &["/no/such/file.csv"],
+    );
+    // A demonstrations file given to plot-task goes through the same validation.
+    let png = d.path().join("x.png");
+    fails_with(
+        &[
+            "plot-task",
+            "--task",
+            t,
+            "--demos",
+            &nan,
+            "--out",
+            png.to_str().unwrap(),
+        ],
+        &["nan.csv:3"],
+    );
+    assert!(!png.exists(), "no picture from bad input");
+}
+
+#[test]
+fn bad_task_files_give_clear_errors_and_never_panic() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("o.csv");
+    let unknown = bad_file(
+        d.path(),
+        "unknown.yaml",
+        &THREE_OBSTACLES.replace("horizon: 300", "horizon: 300\nhorizon_s: 3"),
+    );
+    fails_with(
+        &[
+            "demos",
+            "generate",
+            "--task",
+            &unknown,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["unknown.yaml", "horizon_s"],
+    );
+    let dims = bad_file(
+        d.path(),
+        "dims.yaml",
+        &THREE_OBSTACLES.replace(
+            "goal: {position: [1.3, 0.0, 0.1]",
+            "goal: {position: [1.3, 0.0]",
+        ),
+    );
+    fails_with(
+        &[
+            "demos",
+            "generate",
+            "--task",
+            &dims,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["goal.position", "needs 3 values"],
+    );
+    let inside = bad_file(
+        d.path(),
+        "inside.yaml",
+        &THREE_OBSTACLES.replace("[0.1, 0.0, 0.1], [0.1, 0.3", "[0.4, 0.0, 0.15], [0.1, 0.3"),
+    );
+    fails_with(
+        &[
+            "demos",
+            "generate",
+            "--task",
+            &inside,
+            "--count",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["demonstration 0", "start"],
+    );
+    fails_with(
+        &[
+            "demos",
+            "generate",
+            "--task",
+            "no_such_task",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["no_such_task", "reach_obstacle_3d"],
+    );
+    fails_with(
+        &[
+            "demos",
+            "generate",
+            "--task",
+            "reach_obstacle_3d",
+            "--margin",
+            "NaN",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+        &["--margin"],
+    );
+    assert!(!out.exists(), "nothing written on error");
+}
+
+#[test]
+fn every_command_has_help() {
+    for args in [
+        vec!["--help"],
+        vec!["tasks", "--help"],
+        vec!["demos", "--help"],
+        vec!["demos", "generate", "--help"],
+        vec!["demos", "check", "--help"],
+        vec!["plot-task", "--help"],
+    ] {
+        let o = pucl(&args);
+        assert!(
+            o.status.success() && stdout(&o).contains("Usage:"),
+            "{args:?}"
+        );
+    }
+    let o = pucl(&["tasks"]);
+    for name in [
+        "point_ellipse_2d",
+        "reach_obstacle_3d",
+        "reach_velocity_3d",
+        "reach_four_cups_3d",
+    ] {
+        assert!(stdout(&o).contains(name));
+    }
+}
+
+#[test]
+fn builtin_task_files_in_config_are_the_embedded_ones() {
+    for (name, yaml) in pucl::task::BUILTIN {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("config/tasks")
+            .join(format!("{name}.yaml"));
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), *yaml, "{name}");
+        // A task name and the path of its file are interchangeable.
+        let a = pucl::Task::load(name).unwrap();
+        let b = pucl::Task::load(file.to_str().unwrap()).unwrap();
+        assert_eq!(a.spec, b.spec);
+    }
+}
