@@ -23,6 +23,9 @@ pub struct ExpertOptions {
     pub margin: Option<f64>,
 }
 
+/// Spacing of the samples of a segment check, in grid cells.
+const SAMPLE_STEP: f64 = 0.5;
+
 /// Upper bound on planner grid cells (memory and time stay small on any task).
 const MAX_CELLS: f64 = 300_000.0;
 
@@ -54,7 +57,7 @@ pub fn generate(
                     .iter()
                     .map(|v| v + rng.random_range(-jitter..=jitter))
                     .collect();
-                if expert.planner.point_clear(&p) {
+                if expert.planner.endpoint_clear(&p) {
                     break p;
                 }
                 tries += 1;
@@ -172,8 +175,11 @@ struct Planner {
     hi: Vec<f64>,
     res: f64,
     dims: Vec<usize>,
-    /// Obstacles inflated by the margin: paths are checked against these.
+    /// Obstacles inflated by the margin: given starts and goals are checked against these.
     obstacles: Vec<Shape>,
+    /// Inflated by the margin plus half the sampling step of a segment check: the distance to an
+    /// obstacle is 1-Lipschitz, so every point of a segment whose samples clear these keeps the margin.
+    sampled: Vec<Shape>,
     /// Grid node blocked (obstacles grown by half a cell diagonal as well).
     blocked: Vec<bool>,
 }
@@ -253,12 +259,17 @@ impl Planner {
             .iter()
             .map(|s| s.inflate(0.5 * res * (d as f64).sqrt()))
             .collect();
+        let sampled = obstacles
+            .iter()
+            .map(|s| s.inflate(0.5 * SAMPLE_STEP * res))
+            .collect();
         let mut p = Planner {
             lo,
             hi,
             res,
             dims,
             obstacles,
+            sampled,
             blocked: Vec::new(),
         };
         let mut x = vec![0.0; d];
@@ -295,11 +306,20 @@ impl Planner {
         Some(i)
     }
 
-    fn point_clear(&self, x: &[f64]) -> bool {
+    fn in_workspace(&self, x: &[f64]) -> bool {
         x.iter()
             .zip(self.lo.iter().zip(&self.hi))
             .all(|(v, (l, h))| v >= l && v <= h)
-            && !self.obstacles.iter().any(|s| s.contains(x))
+    }
+
+    /// A start or goal: at least the margin from every obstacle.
+    fn endpoint_clear(&self, x: &[f64]) -> bool {
+        self.in_workspace(x) && !self.obstacles.iter().any(|s| s.contains(x))
+    }
+
+    /// A path vertex or segment sample.
+    fn point_clear(&self, x: &[f64]) -> bool {
+        self.in_workspace(x) && !self.sampled.iter().any(|s| s.contains(x))
     }
 
     fn segment_clear(&self, a: &[f64], b: &[f64]) -> bool {
@@ -309,9 +329,10 @@ impl Planner {
             .map(|(p, q)| (p - q).powi(2))
             .sum::<f64>()
             .sqrt();
-        let n = (len / (0.5 * self.res)).ceil().max(1.0) as usize;
+        let n = (len / (SAMPLE_STEP * self.res)).ceil().max(1.0) as usize;
         let mut x = vec![0.0; a.len()];
-        (0..=n).all(|j| {
+        // The end points are checked by the caller (a start may lie closer than the samples' bound).
+        (1..n).all(|j| {
             let t = j as f64 / n as f64;
             for k in 0..a.len() {
                 x[k] = a[k] + t * (b[k] - a[k]);
@@ -350,13 +371,13 @@ impl Planner {
 
     /// A taut collision-free polyline from start to goal.
     fn plan(&self, start: &[f64], goal: &[f64]) -> Result<Vec<Vec<f64>>, String> {
-        if !self.point_clear(start) {
+        if !self.endpoint_clear(start) {
             return Err(
                 "the start is inside the margin around the constraint or outside the workspace"
                     .into(),
             );
         }
-        if !self.point_clear(goal) {
+        if !self.endpoint_clear(goal) {
             return Err(
                 "the goal is inside the margin around the constraint or outside the workspace"
                     .into(),
