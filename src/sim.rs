@@ -84,6 +84,7 @@ pub struct Simulator<'a> {
     applied: Vec<f64>,
     next: Vec<f64>,
     zero_action: Vec<f64>,
+    position: Vec<f64>,
 }
 
 impl<'a> Simulator<'a> {
@@ -94,6 +95,7 @@ impl<'a> Simulator<'a> {
             applied: vec![0.0; task.action_dim()],
             next: vec![0.0; task.state_dim()],
             zero_action: vec![0.0; task.action_dim()],
+            position: vec![0.0; task.action_dim()],
         }
     }
 
@@ -142,12 +144,14 @@ impl<'a> Simulator<'a> {
             }
         }
         if !t.blocking.is_empty() {
-            let mut p = t.position_of(next);
-            for b in &t.blocking {
-                b.project_out(&mut p);
+            for (p, &i) in self.position.iter_mut().zip(&t.position_idx) {
+                *p = next[i];
             }
-            for (k, &i) in t.position_idx.iter().enumerate() {
-                next[i] = p[k];
+            for b in &t.blocking {
+                b.project_out(&mut self.position);
+            }
+            for (p, &i) in self.position.iter().zip(&t.position_idx) {
+                next[i] = *p;
             }
         }
         for (k, &i) in t.velocity_idx.iter().enumerate() {
