@@ -1,0 +1,401 @@
+//! The constraint network zeta(psi) in (0, 1), 1 = feasible: an MLP with LeakyReLU(0.01) hidden layers and
+//! a sigmoid output, trained with binary cross-entropy and Adam. Single-point evaluation (with the
+//! analytic input gradient the modulation needs) is allocation-free; training runs on ndarray batches.
+use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, s};
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+const LEAK: f64 = 0.01;
+
+/// The network's parameters. Layer l maps sizes[l] -> sizes[l+1]; its weights (row-major,
+/// sizes[l+1] x sizes[l]) then biases are stored one after another in `params`. Inputs are mapped
+/// x' = (x - input_offset) * input_scale first (identity for raw inputs).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mlp {
+    pub sizes: Vec<usize>,
+    pub input_offset: Vec<f64>,
+    pub input_scale: Vec<f64>,
+    pub params: Vec<f64>,
+}
+
+/// Reusable buffers for single-point evaluation.
+#[derive(Debug, Clone, Default)]
+pub struct Scratch {
+    act: Vec<f64>,
+    pre: Vec<f64>,
+    grad: Vec<f64>,
+    tmp: Vec<f64>,
+}
+
+#[inline]
+fn leaky(x: f64) -> f64 {
+    if x > 0.0 { x } else { LEAK * x }
+}
+
+#[inline]
+fn sigmoid(z: f64) -> f64 {
+    if z >= 0.0 {
+        1.0 / (1.0 + (-z).exp())
+    } else {
+        let e = z.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// log(1 + e^z), stable.
+#[inline]
+fn softplus(z: f64) -> f64 {
+    if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+}
+
+impl Mlp {
+    /// PyTorch's default initialisation: weights and biases U(-1/sqrt(fan_in), 1/sqrt(fan_in)).
+    pub fn new(input: usize, hidden: &[usize], seed: u64) -> Mlp {
+        let mut sizes = vec![input];
+        sizes.extend_from_slice(hidden);
+        sizes.push(1);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut params = Vec::new();
+        for l in 0..sizes.len() - 1 {
+            let bound = 1.0 / (sizes[l] as f64).sqrt();
+            for _ in 0..sizes[l + 1] * sizes[l] + sizes[l + 1] {
+                params.push(rng.random_range(-bound..bound));
+            }
+        }
+        Mlp { sizes, input_offset: vec![0.0; input], input_scale: vec![1.0; input], params }
+    }
+
+    pub fn input_dim(&self) -> usize {
+        self.sizes[0]
+    }
+
+    /// Check the shapes are consistent and every number finite (for loaded models).
+    pub fn validate(&self) -> Result<(), String> {
+        if self.sizes.len() < 2 || self.sizes.iter().any(|&n| n == 0) || *self.sizes.last().unwrap_or(&0) != 1 {
+            return Err("sizes must list the input, the hidden layers and a final 1, none zero".into());
+        }
+        let expect: usize = self.sizes.windows(2).map(|w| w[1] * w[0] + w[1]).sum();
+        if self.params.len() != expect {
+            return Err(format!("sizes {:?} need {expect} parameters, found {}", self.sizes, self.params.len()));
+        }
+        let d = self.sizes[0];
+        if self.input_offset.len() != d || self.input_scale.len() != d {
+            return Err(format!("input_offset and input_scale need {d} values"));
+        }
+        if self.params.iter().chain(&self.input_offset).chain(&self.input_scale).any(|v| !v.is_finite()) {
+            return Err("a parameter is not a finite number".into());
+        }
+        if self.input_scale.iter().any(|s| *s <= 0.0) {
+            return Err("input_scale values must be > 0".into());
+        }
+        Ok(())
+    }
+
+    fn offset(&self, l: usize) -> usize {
+        self.sizes.windows(2).take(l).map(|w| w[1] * w[0] + w[1]).sum()
+    }
+
+    fn layer(&self, l: usize) -> (ArrayView2<'_, f64>, ArrayView1<'_, f64>) {
+        let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+        let at = self.offset(l);
+        let w = ArrayView2::from_shape((o, i), &self.params[at..at + o * i]).expect("shape checked");
+        let b = ArrayView1::from(&self.params[at + o * i..at + o * i + o]);
+        (w, b)
+    }
+
+    /// zeta(x): the feasibility probability.
+    pub fn zeta(&self, x: &[f64], scratch: &mut Scratch) -> f64 {
+        sigmoid(self.logit(x, scratch, false))
+    }
+
+    /// zeta(x) and its gradient with respect to x (written to `grad`).
+    pub fn zeta_and_grad(&self, x: &[f64], grad: &mut [f64], scratch: &mut Scratch) -> f64 {
+        let z = self.logit(x, scratch, true);
+        let p = sigmoid(z);
+        // Back from the output: dzeta/dlogit = p (1 - p); then through each layer.
+        let nl = self.sizes.len() - 1;
+        let total: usize = self.sizes[1..nl].iter().sum();
+        scratch.grad.clear();
+        scratch.grad.push(p * (1.0 - p));
+        let mut pre_end = total;
+        for l in (0..nl).rev() {
+            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+            let at = self.offset(l);
+            let w = &self.params[at..at + o * i];
+            scratch.tmp.clear();
+            scratch.tmp.resize(i, 0.0);
+            for r in 0..o {
+                let g = scratch.grad[r];
+                if g != 0.0 {
+                    for (t, wv) in scratch.tmp.iter_mut().zip(&w[r * i..(r + 1) * i]) {
+                        *t += g * wv;
+                    }
+                }
+            }
+            if l > 0 {
+                // Through the LeakyReLU of layer l's input (the pre-activations of layer l-1).
+                let pre = &scratch.pre[pre_end - i..pre_end];
+                for (t, p) in scratch.tmp.iter_mut().zip(pre) {
+                    if *p <= 0.0 {
+                        *t *= LEAK;
+                    }
+                }
+                pre_end -= i;
+            }
+            std::mem::swap(&mut scratch.grad, &mut scratch.tmp);
+        }
+        for (k, g) in grad.iter_mut().enumerate() {
+            *g = scratch.grad[k] * self.input_scale[k];
+        }
+        p
+    }
+
+    /// The output logit for one input; keeps pre-activations in scratch when asked.
+    fn logit(&self, x: &[f64], scratch: &mut Scratch, keep: bool) -> f64 {
+        let nl = self.sizes.len() - 1;
+        scratch.act.clear();
+        scratch.act.extend(x.iter().zip(&self.input_offset).zip(&self.input_scale).map(|((v, o), s)| (v - o) * s));
+        scratch.pre.clear();
+        for l in 0..nl {
+            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+            let at = self.offset(l);
+            let (w, b) = (&self.params[at..at + o * i], &self.params[at + o * i..at + o * i + o]);
+            scratch.tmp.clear();
+            for r in 0..o {
+                let row = &w[r * i..(r + 1) * i];
+                let mut acc = b[r];
+                for (wv, a) in row.iter().zip(&scratch.act) {
+                    acc += wv * a;
+                }
+                scratch.tmp.push(acc);
+            }
+            if l + 1 == nl {
+                return scratch.tmp[0];
+            }
+            if keep {
+                scratch.pre.extend_from_slice(&scratch.tmp);
+            }
+            scratch.act.clear();
+            scratch.act.extend(scratch.tmp.iter().map(|v| leaky(*v)));
+        }
+        unreachable!("the last layer returns")
+    }
+
+    /// zeta for a batch (rows are inputs).
+    pub fn zeta_batch(&self, x: ArrayView2<f64>) -> Array1<f64> {
+        let (_, logits) = self.forward(x);
+        logits.mapv(sigmoid)
+    }
+
+    fn normalized(&self, x: ArrayView2<f64>) -> Array2<f64> {
+        let mut a = x.to_owned();
+        for (k, mut col) in a.axis_iter_mut(Axis(1)).enumerate() {
+            col.mapv_inplace(|v| (v - self.input_offset[k]) * self.input_scale[k]);
+        }
+        a
+    }
+
+    /// Batched forward: the input of every layer (after activation) and the output logits.
+    fn forward(&self, x: ArrayView2<f64>) -> (Vec<Array2<f64>>, Array1<f64>) {
+        let nl = self.sizes.len() - 1;
+        let mut inputs = vec![self.normalized(x)];
+        for l in 0..nl {
+            let (w, b) = self.layer(l);
+            let mut z = inputs[l].dot(&w.t());
+            z += &b;
+            if l + 1 == nl {
+                return (inputs, z.column(0).to_owned());
+            }
+            z.mapv_inplace(leaky);
+            inputs.push(z);
+        }
+        unreachable!("the last layer returns")
+    }
+
+    /// Mean binary cross-entropy (labels 1 = feasible) of a batch and its gradient w.r.t. the parameters.
+    pub fn loss_and_grad(&self, x: ArrayView2<f64>, y: ArrayView1<f64>, grad: &mut [f64]) -> f64 {
+        let nl = self.sizes.len() - 1;
+        let n = x.nrows() as f64;
+        let (inputs, logits) = self.forward(x);
+        let loss = logits.iter().zip(y).map(|(z, t)| softplus(*z) - t * z).sum::<f64>() / n;
+        // dL/dlogit = (sigmoid(z) - y) / n
+        let mut delta: Array2<f64> = Array2::from_shape_fn((x.nrows(), 1), |(r, _)| (sigmoid(logits[r]) - y[r]) / n);
+        for l in (0..nl).rev() {
+            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+            let at = self.offset(l);
+            let gw = delta.t().dot(&inputs[l]);
+            grad[at..at + o * i].copy_from_slice(gw.as_slice().expect("standard layout"));
+            let gb = delta.sum_axis(Axis(0));
+            grad[at + o * i..at + o * i + o].copy_from_slice(gb.as_slice().expect("standard layout"));
+            if l > 0 {
+                let (w, _) = self.layer(l);
+                let mut d = delta.dot(&w);
+                // LeakyReLU derivative from its output (same sign as its input).
+                d.zip_mut_with(&inputs[l], |g, a| {
+                    if *a <= 0.0 {
+                        *g *= LEAK;
+                    }
+                });
+                delta = d;
+            }
+        }
+        loss
+    }
+}
+
+/// Adam (eps configurable; the reference uses 1e-5).
+#[derive(Debug, Clone)]
+pub struct Adam {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    m: Vec<f64>,
+    v: Vec<f64>,
+    t: i32,
+}
+
+impl Adam {
+    pub fn new(n: usize, lr: f64, eps: f64) -> Adam {
+        Adam { lr, beta1: 0.9, beta2: 0.999, eps, m: vec![0.0; n], v: vec![0.0; n], t: 0 }
+    }
+
+    pub fn step(&mut self, params: &mut [f64], grad: &[f64]) {
+        self.t += 1;
+        let (b1, b2) = (self.beta1, self.beta2);
+        let c1 = 1.0 - b1.powi(self.t);
+        let c2 = 1.0 - b2.powi(self.t);
+        for (((p, g), m), v) in params.iter_mut().zip(grad).zip(&mut self.m).zip(&mut self.v) {
+            *m = b1 * *m + (1.0 - b1) * g;
+            *v = b2 * *v + (1.0 - b2) * g * g;
+            *p -= self.lr * (*m / c1) / ((*v / c2).sqrt() + self.eps);
+        }
+    }
+}
+
+/// Train for `epochs` passes over (x, y) in shuffled minibatches; returns the mean loss of the last epoch.
+pub fn train(net: &mut Mlp, adam: &mut Adam, x: ArrayView2<f64>, y: ArrayView1<f64>, epochs: usize, batch: usize, rng: &mut ChaCha8Rng) -> f64 {
+    let n = x.nrows();
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut grad = vec![0.0; net.params.len()];
+    let d = x.ncols();
+    let mut bx = Array2::<f64>::zeros((batch.min(n), d));
+    let mut by = Array1::<f64>::zeros(batch.min(n));
+    let mut last = f64::NAN;
+    for _ in 0..epochs {
+        order.shuffle(rng);
+        let (mut sum, mut count) = (0.0, 0usize);
+        for chunk in order.chunks(batch) {
+            let m = chunk.len();
+            for (r, &i) in chunk.iter().enumerate() {
+                bx.row_mut(r).assign(&x.row(i));
+                by[r] = y[i];
+            }
+            let (xv, yv) = (bx.slice(s![..m, ..]), by.slice(s![..m]));
+            let loss = net.loss_and_grad(xv, yv, &mut grad);
+            adam.step(&mut net.params, &grad);
+            sum += loss * m as f64;
+            count += m;
+        }
+        last = sum / count.max(1) as f64;
+    }
+    last
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::array;
+
+    fn net() -> Mlp {
+        let mut n = Mlp::new(3, &[8, 6], 42);
+        n.input_offset = vec![0.1, -0.2, 0.3];
+        n.input_scale = vec![2.0, 0.5, 1.5];
+        n
+    }
+
+    #[test]
+    fn input_gradient_matches_finite_differences() {
+        let n = net();
+        let mut s = Scratch::default();
+        let x = [0.3, -0.7, 0.45];
+        let mut g = [0.0; 3];
+        let z = n.zeta_and_grad(&x, &mut g, &mut s);
+        assert!((z - n.zeta(&x, &mut s)).abs() < 1e-15);
+        for k in 0..3 {
+            let h = 1e-6;
+            let (mut a, mut b) = (x, x);
+            a[k] += h;
+            b[k] -= h;
+            let fd = (n.zeta(&a, &mut s) - n.zeta(&b, &mut s)) / (2.0 * h);
+            assert!((fd - g[k]).abs() < 1e-7 * (1.0 + fd.abs()), "k={k}: {fd} vs {}", g[k]);
+        }
+    }
+
+    #[test]
+    fn parameter_gradient_matches_finite_differences() {
+        let mut n = net();
+        let x = array![[0.3, -0.7, 0.45], [1.0, 0.2, -0.3], [-0.5, 0.5, 0.0]];
+        let y = array![1.0, 0.0, 1.0];
+        let mut g = vec![0.0; n.params.len()];
+        n.loss_and_grad(x.view(), y.view(), &mut g);
+        let mut scratch = vec![0.0; n.params.len()];
+        for i in (0..n.params.len()).step_by(7) {
+            let h = 1e-6;
+            let p0 = n.params[i];
+            n.params[i] = p0 + h;
+            let lp = n.loss_and_grad(x.view(), y.view(), &mut scratch);
+            n.params[i] = p0 - h;
+            let lm = n.loss_and_grad(x.view(), y.view(), &mut scratch);
+            n.params[i] = p0;
+            let fd = (lp - lm) / (2.0 * h);
+            assert!((fd - g[i]).abs() < 1e-7, "param {i}: {fd} vs {}", g[i]);
+        }
+    }
+
+    #[test]
+    fn batch_and_single_evaluation_agree() {
+        let n = net();
+        let x = array![[0.3, -0.7, 0.45], [1.0, 0.2, -0.3]];
+        let zb = n.zeta_batch(x.view());
+        let mut s = Scratch::default();
+        for r in 0..2 {
+            assert!((zb[r] - n.zeta(x.row(r).as_slice().unwrap(), &mut s)).abs() < 1e-14);
+        }
+    }
+
+    #[test]
+    fn training_separates_a_disc_and_is_deterministic() {
+        // Feasible outside a disc of radius 0.5, infeasible inside.
+        let mut rng = ChaCha8Rng::seed_from_u64(1);
+        let pts: Vec<[f64; 2]> = (0..600).map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)]).collect();
+        let x = Array2::from_shape_fn((pts.len(), 2), |(r, c)| pts[r][c]);
+        let y = Array1::from_iter(pts.iter().map(|p| if p[0] * p[0] + p[1] * p[1] < 0.25 { 0.0 } else { 1.0 }));
+        let run = || {
+            let mut n = Mlp::new(2, &[32, 32], 3);
+            let mut adam = Adam::new(n.params.len(), 5e-3, 1e-5);
+            let mut r = ChaCha8Rng::seed_from_u64(9);
+            let loss = train(&mut n, &mut adam, x.view(), y.view(), 150, 64, &mut r);
+            (n, loss)
+        };
+        let (n, loss) = run();
+        assert!(loss < 0.1, "loss {loss}");
+        let mut s = Scratch::default();
+        assert!(n.zeta(&[0.0, 0.0], &mut s) < 0.2 && n.zeta(&[0.9, 0.9], &mut s) > 0.8);
+        assert_eq!(run().0, n, "same seed, same network");
+    }
+
+    #[test]
+    fn validation_catches_wrong_shapes_and_nan() {
+        let mut n = net();
+        assert!(n.validate().is_ok());
+        n.params.pop();
+        assert!(n.validate().unwrap_err().contains("parameters"));
+        let mut n = net();
+        n.params[0] = f64::NAN;
+        assert!(n.validate().is_err());
+    }
+}

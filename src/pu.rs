@@ -1,0 +1,262 @@
+//! Step 1 of PUCL: identify reliable infeasible data R among the unlabeled (policy) states P by their
+//! distance to the demonstrations D (eq. 1-3 of the paper).
+use crate::error::{Error, Result};
+use kiddo::{Chebyshev, ImmutableKdTree, Manhattan, SquaredEuclidean};
+use serde::{Deserialize, Serialize};
+use std::num::NonZero;
+
+/// Distance of the kNN score.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Metric {
+    #[default]
+    Euclidean,
+    Manhattan,
+    Chebyshev,
+}
+
+/// How R is selected from the scores.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Selection {
+    /// R = {s in P : S_D(s) >= d_r} (eq. 2), in feature units.
+    Threshold { d_r: f64 },
+    /// D and P standardized together per dimension, then the top `percent` of P by score.
+    Percentile { percent: f64 },
+}
+
+/// Settings of the identification step.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdentifyConfig {
+    /// k of the k nearest demonstration points.
+    pub k: usize,
+    #[serde(default)]
+    pub metric: Metric,
+    pub selection: Selection,
+    /// Eq. 3: from each unlabeled trajectory also add its state nearest to R.
+    #[serde(default)]
+    pub expansion: bool,
+}
+
+impl IdentifyConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.k == 0 {
+            return Err("k must be at least 1".into());
+        }
+        match self.selection {
+            Selection::Threshold { d_r } if !(d_r.is_finite() && d_r > 0.0) => Err(format!("d_r must be > 0, got {d_r}")),
+            Selection::Percentile { percent } if !(percent > 0.0 && percent < 100.0) => {
+                Err(format!("percent must be in (0, 100), got {percent}"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Points as rows of a flat row-major buffer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Points {
+    pub dim: usize,
+    pub data: Vec<f64>,
+}
+
+impl Points {
+    pub fn new(dim: usize) -> Self {
+        Points { dim, data: Vec::new() }
+    }
+    pub fn len(&self) -> usize {
+        self.data.len().checked_div(self.dim).unwrap_or(0)
+    }
+    pub fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+    pub fn row(&self, i: usize) -> &[f64] {
+        &self.data[i * self.dim..(i + 1) * self.dim]
+    }
+    pub fn push(&mut self, p: &[f64]) {
+        self.data.extend_from_slice(p);
+    }
+    pub fn extend(&mut self, other: &Points) {
+        self.data.extend_from_slice(&other.data);
+    }
+    pub fn rows(&self) -> impl Iterator<Item = &[f64]> {
+        self.data.chunks(self.dim.max(1))
+    }
+}
+
+/// The kNN score S_D: mean distance to the k nearest reference points, for each query point.
+pub fn knn_scores(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Result<Vec<f64>> {
+    if reference.is_empty() {
+        return Err(Error::Invalid("no reference points for the kNN score".into()));
+    }
+    if reference.dim != queries.dim {
+        return Err(Error::Invalid(format!("kNN dimension mismatch: {} vs {}", reference.dim, queries.dim)));
+    }
+    macro_rules! dispatch {
+        ($($k:literal)*) => {
+            match reference.dim {
+                $($k => scores_k::<$k>(reference, queries, k, metric),)*
+                d => Err(Error::Invalid(format!("the kNN score supports 1 to 12 dimensions, not {d}"))),
+            }
+        };
+    }
+    dispatch!(1 2 3 4 5 6 7 8 9 10 11 12)
+}
+
+fn scores_k<const K: usize>(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Result<Vec<f64>> {
+    let to_array = |r: &[f64]| -> [f64; K] { r.try_into().expect("dimension checked") };
+    let entries: Vec<[f64; K]> = reference.rows().map(to_array).collect();
+    let tree: ImmutableKdTree<f64, K> = ImmutableKdTree::new_from_slice(&entries)
+        .map_err(|e| Error::Invalid(format!("building the kNN tree: {e:?}")))?;
+    let n = NonZero::new(k.min(entries.len())).expect("k >= 1 and reference non-empty");
+    let scores = queries
+        .rows()
+        .map(|q| {
+            let q = to_array(q);
+            let (sum, count) = match metric {
+                Metric::Euclidean => {
+                    let r = tree.query(&q).nearest_n::<SquaredEuclidean<f64>>(n).execute();
+                    (r.iter().map(|i| i.distance.sqrt()).sum::<f64>(), r.len())
+                }
+                Metric::Manhattan => {
+                    let r = tree.query(&q).nearest_n::<Manhattan<f64>>(n).execute();
+                    (r.iter().map(|i| i.distance).sum::<f64>(), r.len())
+                }
+                Metric::Chebyshev => {
+                    let r = tree.query(&q).nearest_n::<Chebyshev<f64>>(n).execute();
+                    (r.iter().map(|i| i.distance).sum::<f64>(), r.len())
+                }
+            };
+            sum / count as f64
+        })
+        .collect();
+    Ok(scores)
+}
+
+/// Standardize each dimension of `a` and `b` with the mean and standard deviation of both together.
+fn standardize(a: &Points, b: &Points) -> (Points, Points) {
+    let d = a.dim;
+    let n = (a.len() + b.len()) as f64;
+    let mut mean = vec![0.0; d];
+    for r in a.rows().chain(b.rows()) {
+        for k in 0..d {
+            mean[k] += r[k] / n;
+        }
+    }
+    let mut var = vec![0.0; d];
+    for r in a.rows().chain(b.rows()) {
+        for k in 0..d {
+            var[k] += (r[k] - mean[k]).powi(2) / n;
+        }
+    }
+    let sd: Vec<f64> = var.iter().map(|v| if *v > 0.0 { v.sqrt() } else { 1.0 }).collect();
+    let map = |p: &Points| Points {
+        dim: d,
+        data: p.data.iter().enumerate().map(|(i, v)| (v - mean[i % d]) / sd[i % d]).collect(),
+    };
+    (map(a), map(b))
+}
+
+/// Reliable infeasible points among the unlabeled trajectories (each a set of feature points).
+pub fn identify(demos: &Points, trajectories: &[Points], cfg: &IdentifyConfig) -> Result<Points> {
+    let mut unlabeled = Points::new(demos.dim);
+    for t in trajectories {
+        unlabeled.extend(t);
+    }
+    let mut reliable = Points::new(demos.dim);
+    if unlabeled.is_empty() {
+        return Ok(reliable);
+    }
+    let selected: Vec<bool> = match cfg.selection {
+        Selection::Threshold { d_r } => {
+            knn_scores(demos, &unlabeled, cfg.k, cfg.metric)?.into_iter().map(|s| s >= d_r).collect()
+        }
+        Selection::Percentile { percent } => {
+            let (d, u) = standardize(demos, &unlabeled);
+            let scores = knn_scores(&d, &u, cfg.k, cfg.metric)?;
+            let mut sorted = scores.clone();
+            sorted.sort_by(|a, b| b.total_cmp(a));
+            let take = ((percent / 100.0) * scores.len() as f64).round().max(1.0) as usize;
+            let cut = sorted[take.min(sorted.len()) - 1];
+            scores.into_iter().map(|s| s >= cut).collect()
+        }
+    };
+    for (p, keep) in unlabeled.rows().zip(&selected) {
+        if *keep {
+            reliable.push(p);
+        }
+    }
+    if cfg.expansion && !reliable.is_empty() {
+        // Eq. 3: per trajectory, the state nearest to R (likely between the learned and the true boundary).
+        let mut extra = Points::new(demos.dim);
+        let mut at = 0;
+        for t in trajectories {
+            let scores = knn_scores(&reliable, t, cfg.k, cfg.metric)?;
+            if let Some((i, _)) = scores
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| !selected[at + i])
+                .min_by(|a, b| a.1.total_cmp(b.1))
+            {
+                extra.push(t.row(i));
+            }
+            at += t.len();
+        }
+        reliable.extend(&extra);
+    }
+    Ok(reliable)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pts(dim: usize, v: &[f64]) -> Points {
+        Points { dim, data: v.to_vec() }
+    }
+
+    #[test]
+    fn knn_scores_for_each_metric_by_hand() {
+        let d = pts(2, &[0.0, 0.0, 1.0, 0.0]);
+        let q = pts(2, &[0.0, 2.0, 3.0, 4.0]);
+        let e = knn_scores(&d, &q, 1, Metric::Euclidean).unwrap();
+        assert_eq!(e, vec![2.0, 2f64.hypot(4.0)]);
+        let m = knn_scores(&d, &q, 2, Metric::Manhattan).unwrap();
+        assert_eq!(m, vec![(2.0 + 3.0) / 2.0, (6.0 + 7.0) / 2.0]);
+        let c = knn_scores(&d, &q, 1, Metric::Chebyshev).unwrap();
+        assert_eq!(c, vec![2.0, 4.0]);
+    }
+
+    #[test]
+    fn threshold_selection_keeps_far_points_and_expansion_adds_one_per_trajectory() {
+        let d = pts(1, &[0.0, 0.1, 0.2]);
+        let t1 = pts(1, &[0.25, 0.5, 0.9, 1.0]);
+        let t2 = pts(1, &[0.3, 0.35]);
+        let cfg = IdentifyConfig { k: 1, metric: Metric::Euclidean, selection: Selection::Threshold { d_r: 0.6 }, expansion: false };
+        let r = identify(&d, &[t1.clone(), t2.clone()], &cfg).unwrap();
+        assert_eq!(r.data, vec![0.9, 1.0]);
+        let r = identify(&d, &[t1, t2], &IdentifyConfig { expansion: true, ..cfg }).unwrap();
+        // t1's state nearest to R (not already in R) is 0.5; t2's is 0.35.
+        assert_eq!(r.data, vec![0.9, 1.0, 0.5, 0.35]);
+    }
+
+    #[test]
+    fn percentile_selection_takes_the_top_fraction_after_standardization() {
+        let d = pts(2, &[0.0, 0.0, 0.0, 100.0]);
+        let u = pts(2, &[0.1, 50.0, 5.0, 50.0, 0.2, 50.0, 0.3, 50.0]);
+        let cfg = IdentifyConfig { k: 1, metric: Metric::Euclidean, selection: Selection::Percentile { percent: 25.0 }, expansion: false };
+        let r = identify(&d, &[u], &cfg).unwrap();
+        assert_eq!(r.data, vec![5.0, 50.0]);
+    }
+
+    #[test]
+    fn invalid_settings_are_named() {
+        let bad = IdentifyConfig { k: 0, metric: Metric::Euclidean, selection: Selection::Threshold { d_r: 0.1 }, expansion: false };
+        assert!(bad.validate().unwrap_err().contains('k'));
+        let bad = IdentifyConfig { k: 1, selection: Selection::Threshold { d_r: 0.0 }, ..bad };
+        assert!(bad.validate().unwrap_err().contains("d_r"));
+        let bad = IdentifyConfig { selection: Selection::Percentile { percent: 100.0 }, ..bad };
+        assert!(bad.validate().unwrap_err().contains("percent"));
+    }
+}
