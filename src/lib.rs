@@ -6,7 +6,10 @@
 pub mod demos;
 pub mod error;
 pub mod expert;
+pub mod learner;
 pub mod metrics;
+pub mod model;
+pub mod modulation;
 pub mod network;
 pub mod plot;
 pub mod pu;

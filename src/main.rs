@@ -4,7 +4,12 @@ use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
 use pucl::expert::{ExpertOptions, generate};
-use pucl::plot::{DEMO_COLOR, Scene, Series};
+use pucl::learner::{LearnConfig, evaluate, learn};
+use pucl::model::{ConstraintModel, FORMAT, TrainingSummary, VERSION, feature_infos};
+use pucl::modulation::DsmPolicy;
+use pucl::network::Scratch;
+use pucl::plot::{DEMO_COLOR, INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series};
+use pucl::sim::{Simulator, Trajectory};
 use pucl::task::{BUILTIN, Task};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -27,6 +32,69 @@ enum Command {
     /// Generate and check demonstration sets (CSV or JSON).
     #[command(subcommand)]
     Demos(DemosCommand),
+    /// Learn the constraint from demonstrations with DSM-PUCL and write the model file.
+    Learn {
+        /// Built-in task name or path to a task YAML file (gives the simulator for the rollouts).
+        #[arg(long)]
+        task: String,
+        /// Demonstrations (CSV or .json).
+        #[arg(long)]
+        demos: PathBuf,
+        /// Settings overriding config/learn/default.yaml and config/learn/<task>.yaml (any subset).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Seed of the network initialisation and minibatch order.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// The model file to write (JSON), atomically.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// Evaluate a model: IoU, recall, precision on the task's grid; unsafe rate of its DSM policy.
+    Eval {
+        /// Built-in task name or path to a task YAML file (its true constraint is the reference).
+        #[arg(long)]
+        task: String,
+        #[arg(long)]
+        model: PathBuf,
+        /// Evaluation episodes, from the demonstration starts in turn [default: the task's].
+        #[arg(long)]
+        episodes: Option<usize>,
+        /// Seed of the perturbed starts of repeated episodes.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Print exactly one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// List the first violating state of every violating episode.
+        #[arg(long)]
+        show_violations: bool,
+    },
+    /// Query a model: feasible, zeta and its gradient at one or more points (values flattened).
+    Query {
+        #[arg(long)]
+        model: PathBuf,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// The constraint-input values of one or more points, in the model's feature order.
+        #[arg(required = true, allow_negative_numbers = true)]
+        values: Vec<f64>,
+    },
+    /// Draw the learned zeta as a heat map with the true boundary, demonstrations, policy rollouts
+    /// and the reliable infeasible points (like the paper's Fig. 3).
+    Plot {
+        #[arg(long)]
+        task: String,
+        #[arg(long)]
+        model: PathBuf,
+        /// Demonstrations to draw (CSV or .json).
+        #[arg(long)]
+        demos: Option<PathBuf>,
+        /// Output PNG.
+        #[arg(long)]
+        out: PathBuf,
+    },
     /// Draw a task's true constraint (and demonstrations) as a PNG; a 3-D task as a top and a side view.
     PlotTask {
         /// Built-in task name or path to a task YAML file.
@@ -76,6 +144,28 @@ enum DemosCommand {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// Each demonstration as a polyline in feature space.
+fn demo_series(task: &Task, set: &DemoSet) -> Series {
+    let d = task.feature_dim();
+    let pts = set.feature_points(task);
+    let mut groups = Vec::new();
+    let mut row = 0;
+    for demo in &set.demos {
+        let len = demo.len(set.state_dim());
+        groups.push(
+            (row..row + len)
+                .map(|r| pts[r * d..(r + 1) * d].to_vec())
+                .collect(),
+        );
+        row += len;
+    }
+    Series {
+        label: format!("demonstrations ({})", set.len()),
+        color: DEMO_COLOR,
+        groups,
+    }
 }
 
 fn main() -> ExitCode {
@@ -168,30 +258,237 @@ fn run(cli: Cli) -> Result<()> {
                 );
             }
         }
+        Command::Learn {
+            task,
+            demos,
+            config,
+            seed,
+            out,
+        } => {
+            let task = Task::load(&task)?;
+            let set = DemoSet::load(&demos, &task)?;
+            let cfg = LearnConfig::for_task(task.name(), config.as_deref())?;
+            let bar = ProgressBar::new(cfg.iterations as u64).with_style(
+                ProgressStyle::with_template(
+                    "learning {prefix} [{bar:25}] iteration {pos}/{len} {msg}",
+                )
+                .expect("valid template"),
+            );
+            bar.set_prefix(task.name().to_string());
+            let learned = learn(&task, &set, &cfg, seed, &mut |st| {
+                bar.set_position(st.iteration as u64 + 1);
+                bar.set_message(format!(
+                    "|R| {} |M| {} loss {:.4} IoU {:.3}",
+                    st.reliable_infeasible, st.memory_buffer, st.loss, st.iou
+                ));
+                if bar.is_hidden() {
+                    // Not a terminal: one line per iteration instead of the bar.
+                    eprintln!(
+                        "iteration {}: kept {}/{} rollouts, |R| {}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s",
+                        st.iteration,
+                        st.kept,
+                        st.rollouts,
+                        st.reliable_infeasible,
+                        st.memory_buffer,
+                        st.loss,
+                        st.iou,
+                        st.seconds
+                    );
+                }
+            })?;
+            bar.finish_and_clear();
+            let last = learned.history.last().expect("at least one iteration");
+            let model = ConstraintModel {
+                format: FORMAT.into(),
+                version: VERSION,
+                created_by: format!("pucl {}", env!("CARGO_PKG_VERSION")),
+                task: task.name().into(),
+                features: feature_infos(&task),
+                threshold: 0.5,
+                network: learned.net.clone(),
+                dsm: cfg.dsm.clone(),
+                settings: cfg.clone(),
+                seed,
+                starts: learned.starts.clone(),
+                memory_buffer: learned.memory_buffer.rows().map(<[f64]>::to_vec).collect(),
+                summary: TrainingSummary {
+                    iterations: learned.history.len(),
+                    stop_reason: learned.stop_reason.clone(),
+                    demonstrations: set.len(),
+                    demonstration_steps: set.total_steps(),
+                    reliable_infeasible: last.reliable_infeasible,
+                    memory_buffer: last.memory_buffer,
+                    final_loss: last.loss,
+                    wall_seconds: learned.seconds,
+                    iou: Some(last.iou),
+                    recall: Some(last.recall),
+                    precision: Some(last.precision),
+                    history: learned.history.clone(),
+                },
+            };
+            model.save(&out)?;
+            println!(
+                "wrote {}: {} iterations in {:.1} s ({}), |M| {}, loss {:.4}, IoU {:.3}, recall {:.3}, precision {:.3}",
+                out.display(),
+                learned.history.len(),
+                learned.seconds,
+                learned.stop_reason,
+                last.memory_buffer,
+                last.loss,
+                last.iou,
+                last.recall,
+                last.precision
+            );
+        }
+        Command::Eval {
+            task,
+            model,
+            episodes,
+            seed,
+            json,
+            show_violations,
+        } => {
+            let task = Task::load(&task)?;
+            let m = ConstraintModel::load(&model)?;
+            m.check_task(&task, &model)?;
+            let episodes = episodes.unwrap_or(task.spec.evaluation.episodes);
+            let e = evaluate(
+                &task,
+                &m.network,
+                &m.dsm,
+                m.threshold,
+                &m.starts,
+                episodes,
+                seed,
+            )?;
+            if json {
+                let v = serde_json::json!({
+                    "iou": e.iou, "recall": e.recall, "precision": e.precision,
+                    "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
+                });
+                println!("{v}");
+            } else {
+                println!("{} on task '{}'", model.display(), task.name());
+                println!("  IoU                 {:.4}", e.iou);
+                println!("  recall              {:.4}", e.recall);
+                println!("  precision           {:.4}", e.precision);
+                println!(
+                    "  unsafe rate         {:.4} % ({} of {} steps)",
+                    100.0 * e.unsafe_rate,
+                    e.unsafe_counts.violating_steps,
+                    e.unsafe_counts.steps
+                );
+                println!(
+                    "  violating episodes  {} of {}",
+                    e.unsafe_counts.violating_episodes, e.unsafe_counts.episodes
+                );
+                println!("  goal reached        {:.1} %", 100.0 * e.goal_reached);
+            }
+            if show_violations {
+                for (ep, step, s) in &e.first_violations {
+                    eprintln!("episode {ep}: first violation at step {step}, state {s:?}");
+                }
+            }
+        }
+        Command::Query {
+            model,
+            json,
+            values,
+        } => {
+            let m = ConstraintModel::load(&model)?;
+            let d = m.dim();
+            if values.len() % d != 0 {
+                anyhow::bail!(
+                    "{} values is not a multiple of the model's dimension {d} ({})",
+                    values.len(),
+                    m.features
+                        .iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                anyhow::bail!("value {} ({}) is not a finite number", i + 1, values[i]);
+            }
+            let mut scratch = Scratch::default();
+            let answers: Vec<_> = values.chunks(d).map(|x| m.query(x, &mut scratch)).collect();
+            if json {
+                let v = serde_json::json!({
+                    "feasible": answers.iter().map(|a| a.0).collect::<Vec<_>>(),
+                    "zeta": answers.iter().map(|a| a.1).collect::<Vec<_>>(),
+                    "gradient": answers.iter().flat_map(|a| a.2.clone()).collect::<Vec<_>>(),
+                });
+                println!("{v}");
+            } else {
+                for (x, (feasible, z, g)) in values.chunks(d).zip(&answers) {
+                    println!("{x:?}: feasible {feasible}, zeta {z:.6}, gradient {g:?}");
+                }
+            }
+        }
+        Command::Plot {
+            task,
+            model,
+            demos,
+            out,
+        } => {
+            let task = Task::load(&task)?;
+            let m = ConstraintModel::load(&model)?;
+            m.check_task(&task, &model)?;
+            let mut paths = Vec::new();
+            if let Some(f) = &demos {
+                paths.push(demo_series(&task, &DemoSet::load(f, &task)?));
+            }
+            // The DSM policy's rollouts from the demonstration starts.
+            let mut sim = Simulator::new(&task);
+            let mut groups = Vec::new();
+            let mut psi = vec![0.0; task.feature_dim()];
+            for s in &m.starts {
+                let mut t = Trajectory::with_capacity(&task);
+                let mut policy =
+                    DsmPolicy::new(&task, Some(&m.network), &m.dsm).map_err(anyhow::Error::msg)?;
+                sim.rollout(s, &mut policy, &mut t);
+                let mut g = Vec::with_capacity(t.len());
+                for i in 0..t.len() {
+                    task.features_into(t.state(i), t.action(i), &mut psi);
+                    g.push(psi.clone());
+                }
+                groups.push(g);
+            }
+            paths.push(Series {
+                label: "DSM policy rollouts".into(),
+                color: ROLLOUT_COLOR,
+                groups,
+            });
+            let points = vec![Series {
+                label: format!("reliable infeasible ({})", m.memory_buffer.len()),
+                color: INFEASIBLE_POINT_COLOR,
+                groups: vec![m.memory_buffer.clone()],
+            }];
+            let net = &m.network;
+            let field = move |x: &[f64]| net.zeta(x, &mut Scratch::default());
+            let title = format!(
+                "{}: learned zeta (blue feasible, red infeasible)",
+                task.name()
+            );
+            let scene = Scene {
+                task: &task,
+                title,
+                field: Some(&field),
+                paths,
+                points,
+            };
+            scene
+                .render(&out)
+                .with_context(|| format!("plotting {}", out.display()))?;
+            println!("wrote {}", out.display());
+        }
         Command::PlotTask { task, demos, out } => {
             let task = Task::load(&task)?;
             let mut paths = Vec::new();
             let mut title = format!("{}: true constraint", task.name());
             if let Some(f) = &demos {
-                let set = DemoSet::load(f, &task)?;
-                let d = task.feature_dim();
-                let pts = set.feature_points(&task);
-                let mut groups = Vec::new();
-                let mut row = 0;
-                for demo in &set.demos {
-                    let len = demo.len(set.state_dim());
-                    groups.push(
-                        (row..row + len)
-                            .map(|r| pts[r * d..(r + 1) * d].to_vec())
-                            .collect(),
-                    );
-                    row += len;
-                }
-                paths.push(Series {
-                    label: format!("demonstrations ({})", set.len()),
-                    color: DEMO_COLOR,
-                    groups,
-                });
+                paths.push(demo_series(&task, &DemoSet::load(f, &task)?));
                 title.push_str(" and demonstrations");
             }
             let scene = Scene {

@@ -48,7 +48,11 @@ fn sigmoid(z: f64) -> f64 {
 /// log(1 + e^z), stable.
 #[inline]
 fn softplus(z: f64) -> f64 {
-    if z > 0.0 { z + (-z).exp().ln_1p() } else { z.exp().ln_1p() }
+    if z > 0.0 {
+        z + (-z).exp().ln_1p()
+    } else {
+        z.exp().ln_1p()
+    }
 }
 
 impl Mlp {
@@ -65,7 +69,12 @@ impl Mlp {
                 params.push(rng.random_range(-bound..bound));
             }
         }
-        Mlp { sizes, input_offset: vec![0.0; input], input_scale: vec![1.0; input], params }
+        Mlp {
+            sizes,
+            input_offset: vec![0.0; input],
+            input_scale: vec![1.0; input],
+            params,
+        }
     }
 
     pub fn input_dim(&self) -> usize {
@@ -74,18 +83,31 @@ impl Mlp {
 
     /// Check the shapes are consistent and every number finite (for loaded models).
     pub fn validate(&self) -> Result<(), String> {
-        if self.sizes.len() < 2 || self.sizes.iter().any(|&n| n == 0) || *self.sizes.last().unwrap_or(&0) != 1 {
-            return Err("sizes must list the input, the hidden layers and a final 1, none zero".into());
+        if self.sizes.len() < 2 || self.sizes.contains(&0) || *self.sizes.last().unwrap_or(&0) != 1
+        {
+            return Err(
+                "sizes must list the input, the hidden layers and a final 1, none zero".into(),
+            );
         }
         let expect: usize = self.sizes.windows(2).map(|w| w[1] * w[0] + w[1]).sum();
         if self.params.len() != expect {
-            return Err(format!("sizes {:?} need {expect} parameters, found {}", self.sizes, self.params.len()));
+            return Err(format!(
+                "sizes {:?} need {expect} parameters, found {}",
+                self.sizes,
+                self.params.len()
+            ));
         }
         let d = self.sizes[0];
         if self.input_offset.len() != d || self.input_scale.len() != d {
             return Err(format!("input_offset and input_scale need {d} values"));
         }
-        if self.params.iter().chain(&self.input_offset).chain(&self.input_scale).any(|v| !v.is_finite()) {
+        if self
+            .params
+            .iter()
+            .chain(&self.input_offset)
+            .chain(&self.input_scale)
+            .any(|v| !v.is_finite())
+        {
             return Err("a parameter is not a finite number".into());
         }
         if self.input_scale.iter().any(|s| *s <= 0.0) {
@@ -95,13 +117,18 @@ impl Mlp {
     }
 
     fn offset(&self, l: usize) -> usize {
-        self.sizes.windows(2).take(l).map(|w| w[1] * w[0] + w[1]).sum()
+        self.sizes
+            .windows(2)
+            .take(l)
+            .map(|w| w[1] * w[0] + w[1])
+            .sum()
     }
 
     fn layer(&self, l: usize) -> (ArrayView2<'_, f64>, ArrayView1<'_, f64>) {
         let (i, o) = (self.sizes[l], self.sizes[l + 1]);
         let at = self.offset(l);
-        let w = ArrayView2::from_shape((o, i), &self.params[at..at + o * i]).expect("shape checked");
+        let w =
+            ArrayView2::from_shape((o, i), &self.params[at..at + o * i]).expect("shape checked");
         let b = ArrayView1::from(&self.params[at + o * i..at + o * i + o]);
         (w, b)
     }
@@ -113,13 +140,20 @@ impl Mlp {
 
     /// zeta(x) and its gradient with respect to x (written to `grad`).
     pub fn zeta_and_grad(&self, x: &[f64], grad: &mut [f64], scratch: &mut Scratch) -> f64 {
-        let z = self.logit(x, scratch, true);
+        let z = self.logit_and_grad(x, grad, scratch);
         let p = sigmoid(z);
-        // Back from the output: dzeta/dlogit = p (1 - p); then through each layer.
+        grad.iter_mut().for_each(|g| *g *= p * (1.0 - p));
+        p
+    }
+
+    /// The output logit (zeta = sigmoid(logit)) and its gradient with respect to x. The network is
+    /// piecewise linear, so logit / |grad logit| estimates the signed distance to the learned boundary.
+    pub fn logit_and_grad(&self, x: &[f64], grad: &mut [f64], scratch: &mut Scratch) -> f64 {
+        let z = self.logit(x, scratch, true);
         let nl = self.sizes.len() - 1;
         let total: usize = self.sizes[1..nl].iter().sum();
         scratch.grad.clear();
-        scratch.grad.push(p * (1.0 - p));
+        scratch.grad.push(1.0);
         let mut pre_end = total;
         for l in (0..nl).rev() {
             let (i, o) = (self.sizes[l], self.sizes[l + 1]);
@@ -150,19 +184,27 @@ impl Mlp {
         for (k, g) in grad.iter_mut().enumerate() {
             *g = scratch.grad[k] * self.input_scale[k];
         }
-        p
+        z
     }
 
     /// The output logit for one input; keeps pre-activations in scratch when asked.
     fn logit(&self, x: &[f64], scratch: &mut Scratch, keep: bool) -> f64 {
         let nl = self.sizes.len() - 1;
         scratch.act.clear();
-        scratch.act.extend(x.iter().zip(&self.input_offset).zip(&self.input_scale).map(|((v, o), s)| (v - o) * s));
+        scratch.act.extend(
+            x.iter()
+                .zip(&self.input_offset)
+                .zip(&self.input_scale)
+                .map(|((v, o), s)| (v - o) * s),
+        );
         scratch.pre.clear();
         for l in 0..nl {
             let (i, o) = (self.sizes[l], self.sizes[l + 1]);
             let at = self.offset(l);
-            let (w, b) = (&self.params[at..at + o * i], &self.params[at + o * i..at + o * i + o]);
+            let (w, b) = (
+                &self.params[at..at + o * i],
+                &self.params[at + o * i..at + o * i + o],
+            );
             scratch.tmp.clear();
             for r in 0..o {
                 let row = &w[r * i..(r + 1) * i];
@@ -215,21 +257,38 @@ impl Mlp {
         unreachable!("the last layer returns")
     }
 
-    /// Mean binary cross-entropy (labels 1 = feasible) of a batch and its gradient w.r.t. the parameters.
-    pub fn loss_and_grad(&self, x: ArrayView2<f64>, y: ArrayView1<f64>, grad: &mut [f64]) -> f64 {
+    /// Weighted mean binary cross-entropy (labels 1 = feasible; `w` per-sample weights, None = 1) of a
+    /// batch and its gradient w.r.t. the parameters.
+    pub fn loss_and_grad(
+        &self,
+        x: ArrayView2<f64>,
+        y: ArrayView1<f64>,
+        w: Option<ArrayView1<f64>>,
+        grad: &mut [f64],
+    ) -> f64 {
         let nl = self.sizes.len() - 1;
         let n = x.nrows() as f64;
         let (inputs, logits) = self.forward(x);
-        let loss = logits.iter().zip(y).map(|(z, t)| softplus(*z) - t * z).sum::<f64>() / n;
-        // dL/dlogit = (sigmoid(z) - y) / n
-        let mut delta: Array2<f64> = Array2::from_shape_fn((x.nrows(), 1), |(r, _)| (sigmoid(logits[r]) - y[r]) / n);
+        let weight = |r: usize| w.as_ref().map_or(1.0, |w| w[r]);
+        let loss = logits
+            .iter()
+            .zip(y)
+            .enumerate()
+            .map(|(r, (z, t))| weight(r) * (softplus(*z) - t * z))
+            .sum::<f64>()
+            / n;
+        // dL/dlogit = w (sigmoid(z) - y) / n
+        let mut delta: Array2<f64> = Array2::from_shape_fn((x.nrows(), 1), |(r, _)| {
+            weight(r) * (sigmoid(logits[r]) - y[r]) / n
+        });
         for l in (0..nl).rev() {
             let (i, o) = (self.sizes[l], self.sizes[l + 1]);
             let at = self.offset(l);
             let gw = delta.t().dot(&inputs[l]);
             grad[at..at + o * i].copy_from_slice(gw.as_slice().expect("standard layout"));
             let gb = delta.sum_axis(Axis(0));
-            grad[at + o * i..at + o * i + o].copy_from_slice(gb.as_slice().expect("standard layout"));
+            grad[at + o * i..at + o * i + o]
+                .copy_from_slice(gb.as_slice().expect("standard layout"));
             if l > 0 {
                 let (w, _) = self.layer(l);
                 let mut d = delta.dot(&w);
@@ -260,7 +319,15 @@ pub struct Adam {
 
 impl Adam {
     pub fn new(n: usize, lr: f64, eps: f64) -> Adam {
-        Adam { lr, beta1: 0.9, beta2: 0.999, eps, m: vec![0.0; n], v: vec![0.0; n], t: 0 }
+        Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps,
+            m: vec![0.0; n],
+            v: vec![0.0; n],
+            t: 0,
+        }
     }
 
     pub fn step(&mut self, params: &mut [f64], grad: &[f64]) {
@@ -268,7 +335,12 @@ impl Adam {
         let (b1, b2) = (self.beta1, self.beta2);
         let c1 = 1.0 - b1.powi(self.t);
         let c2 = 1.0 - b2.powi(self.t);
-        for (((p, g), m), v) in params.iter_mut().zip(grad).zip(&mut self.m).zip(&mut self.v) {
+        for (((p, g), m), v) in params
+            .iter_mut()
+            .zip(grad)
+            .zip(&mut self.m)
+            .zip(&mut self.v)
+        {
             *m = b1 * *m + (1.0 - b1) * g;
             *v = b2 * *v + (1.0 - b2) * g * g;
             *p -= self.lr * (*m / c1) / ((*v / c2).sqrt() + self.eps);
@@ -276,14 +348,26 @@ impl Adam {
     }
 }
 
-/// Train for `epochs` passes over (x, y) in shuffled minibatches; returns the mean loss of the last epoch.
-pub fn train(net: &mut Mlp, adam: &mut Adam, x: ArrayView2<f64>, y: ArrayView1<f64>, epochs: usize, batch: usize, rng: &mut ChaCha8Rng) -> f64 {
+/// Train for `epochs` passes over (x, y) (per-sample weights `w`, None = 1) in shuffled minibatches;
+/// returns the mean loss of the last epoch.
+#[allow(clippy::too_many_arguments)]
+pub fn train(
+    net: &mut Mlp,
+    adam: &mut Adam,
+    x: ArrayView2<f64>,
+    y: ArrayView1<f64>,
+    w: Option<ArrayView1<f64>>,
+    epochs: usize,
+    batch: usize,
+    rng: &mut ChaCha8Rng,
+) -> f64 {
     let n = x.nrows();
     let mut order: Vec<usize> = (0..n).collect();
     let mut grad = vec![0.0; net.params.len()];
     let d = x.ncols();
     let mut bx = Array2::<f64>::zeros((batch.min(n), d));
     let mut by = Array1::<f64>::zeros(batch.min(n));
+    let mut bw = Array1::<f64>::ones(batch.min(n));
     let mut last = f64::NAN;
     for _ in 0..epochs {
         order.shuffle(rng);
@@ -293,9 +377,12 @@ pub fn train(net: &mut Mlp, adam: &mut Adam, x: ArrayView2<f64>, y: ArrayView1<f
             for (r, &i) in chunk.iter().enumerate() {
                 bx.row_mut(r).assign(&x.row(i));
                 by[r] = y[i];
+                if let Some(w) = &w {
+                    bw[r] = w[i];
+                }
             }
             let (xv, yv) = (bx.slice(s![..m, ..]), by.slice(s![..m]));
-            let loss = net.loss_and_grad(xv, yv, &mut grad);
+            let loss = net.loss_and_grad(xv, yv, w.as_ref().map(|_| bw.slice(s![..m])), &mut grad);
             adam.step(&mut net.params, &grad);
             sum += loss * m as f64;
             count += m;
@@ -331,7 +418,11 @@ mod tests {
             a[k] += h;
             b[k] -= h;
             let fd = (n.zeta(&a, &mut s) - n.zeta(&b, &mut s)) / (2.0 * h);
-            assert!((fd - g[k]).abs() < 1e-7 * (1.0 + fd.abs()), "k={k}: {fd} vs {}", g[k]);
+            assert!(
+                (fd - g[k]).abs() < 1e-7 * (1.0 + fd.abs()),
+                "k={k}: {fd} vs {}",
+                g[k]
+            );
         }
     }
 
@@ -340,16 +431,18 @@ mod tests {
         let mut n = net();
         let x = array![[0.3, -0.7, 0.45], [1.0, 0.2, -0.3], [-0.5, 0.5, 0.0]];
         let y = array![1.0, 0.0, 1.0];
+        let w = array![0.5, 2.0, 1.0];
+        let w = Some(w.view());
         let mut g = vec![0.0; n.params.len()];
-        n.loss_and_grad(x.view(), y.view(), &mut g);
+        n.loss_and_grad(x.view(), y.view(), w, &mut g);
         let mut scratch = vec![0.0; n.params.len()];
         for i in (0..n.params.len()).step_by(7) {
             let h = 1e-6;
             let p0 = n.params[i];
             n.params[i] = p0 + h;
-            let lp = n.loss_and_grad(x.view(), y.view(), &mut scratch);
+            let lp = n.loss_and_grad(x.view(), y.view(), w, &mut scratch);
             n.params[i] = p0 - h;
-            let lm = n.loss_and_grad(x.view(), y.view(), &mut scratch);
+            let lm = n.loss_and_grad(x.view(), y.view(), w, &mut scratch);
             n.params[i] = p0;
             let fd = (lp - lm) / (2.0 * h);
             assert!((fd - g[i]).abs() < 1e-7, "param {i}: {fd} vs {}", g[i]);
@@ -371,14 +464,22 @@ mod tests {
     fn training_separates_a_disc_and_is_deterministic() {
         // Feasible outside a disc of radius 0.5, infeasible inside.
         let mut rng = ChaCha8Rng::seed_from_u64(1);
-        let pts: Vec<[f64; 2]> = (0..600).map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)]).collect();
+        let pts: Vec<[f64; 2]> = (0..600)
+            .map(|_| [rng.random_range(-1.0..1.0), rng.random_range(-1.0..1.0)])
+            .collect();
         let x = Array2::from_shape_fn((pts.len(), 2), |(r, c)| pts[r][c]);
-        let y = Array1::from_iter(pts.iter().map(|p| if p[0] * p[0] + p[1] * p[1] < 0.25 { 0.0 } else { 1.0 }));
+        let y = Array1::from_iter(pts.iter().map(|p| {
+            if p[0] * p[0] + p[1] * p[1] < 0.25 {
+                0.0
+            } else {
+                1.0
+            }
+        }));
         let run = || {
             let mut n = Mlp::new(2, &[32, 32], 3);
             let mut adam = Adam::new(n.params.len(), 5e-3, 1e-5);
             let mut r = ChaCha8Rng::seed_from_u64(9);
-            let loss = train(&mut n, &mut adam, x.view(), y.view(), 150, 64, &mut r);
+            let loss = train(&mut n, &mut adam, x.view(), y.view(), None, 150, 64, &mut r);
             (n, loss)
         };
         let (n, loss) = run();

@@ -16,8 +16,7 @@ pub enum Metric {
 }
 
 /// How R is selected from the scores.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Selection {
     /// R = {s in P : S_D(s) >= d_r} (eq. 2), in feature units.
     Threshold { d_r: f64 },
@@ -25,7 +24,7 @@ pub enum Selection {
     Percentile { percent: f64 },
 }
 
-/// Settings of the identification step.
+/// Settings of the identification step (give exactly one of `d_r` and `percentile`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IdentifyConfig {
@@ -33,24 +32,33 @@ pub struct IdentifyConfig {
     pub k: usize,
     #[serde(default)]
     pub metric: Metric,
-    pub selection: Selection,
+    /// Threshold on the kNN score, in feature units.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub d_r: Option<f64>,
+    /// Instead of d_r: standardize and take this top percentage of the unlabeled states.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub percentile: Option<f64>,
     /// Eq. 3: from each unlabeled trajectory also add its state nearest to R.
     #[serde(default)]
     pub expansion: bool,
 }
 
 impl IdentifyConfig {
+    pub fn selection(&self) -> std::result::Result<Selection, String> {
+        match (self.d_r, self.percentile) {
+            (Some(d_r), None) if d_r.is_finite() && d_r > 0.0 => Ok(Selection::Threshold { d_r }),
+            (Some(d_r), None) => Err(format!("identify.d_r must be > 0, got {d_r}")),
+            (None, Some(p)) if p > 0.0 && p < 100.0 => Ok(Selection::Percentile { percent: p }),
+            (None, Some(p)) => Err(format!("identify.percentile must be in (0, 100), got {p}")),
+            _ => Err("identify needs exactly one of d_r and percentile".into()),
+        }
+    }
+
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.k == 0 {
-            return Err("k must be at least 1".into());
+            return Err("identify.k must be at least 1".into());
         }
-        match self.selection {
-            Selection::Threshold { d_r } if !(d_r.is_finite() && d_r > 0.0) => Err(format!("d_r must be > 0, got {d_r}")),
-            Selection::Percentile { percent } if !(percent > 0.0 && percent < 100.0) => {
-                Err(format!("percent must be in (0, 100), got {percent}"))
-            }
-            _ => Ok(()),
-        }
+        self.selection().map(|_| ())
     }
 }
 
@@ -63,7 +71,10 @@ pub struct Points {
 
 impl Points {
     pub fn new(dim: usize) -> Self {
-        Points { dim, data: Vec::new() }
+        Points {
+            dim,
+            data: Vec::new(),
+        }
     }
     pub fn len(&self) -> usize {
         self.data.len().checked_div(self.dim).unwrap_or(0)
@@ -86,12 +97,22 @@ impl Points {
 }
 
 /// The kNN score S_D: mean distance to the k nearest reference points, for each query point.
-pub fn knn_scores(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Result<Vec<f64>> {
+pub fn knn_scores(
+    reference: &Points,
+    queries: &Points,
+    k: usize,
+    metric: Metric,
+) -> Result<Vec<f64>> {
     if reference.is_empty() {
-        return Err(Error::Invalid("no reference points for the kNN score".into()));
+        return Err(Error::Invalid(
+            "no reference points for the kNN score".into(),
+        ));
     }
     if reference.dim != queries.dim {
-        return Err(Error::Invalid(format!("kNN dimension mismatch: {} vs {}", reference.dim, queries.dim)));
+        return Err(Error::Invalid(format!(
+            "kNN dimension mismatch: {} vs {}",
+            reference.dim, queries.dim
+        )));
     }
     macro_rules! dispatch {
         ($($k:literal)*) => {
@@ -104,7 +125,12 @@ pub fn knn_scores(reference: &Points, queries: &Points, k: usize, metric: Metric
     dispatch!(1 2 3 4 5 6 7 8 9 10 11 12)
 }
 
-fn scores_k<const K: usize>(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Result<Vec<f64>> {
+fn scores_k<const K: usize>(
+    reference: &Points,
+    queries: &Points,
+    k: usize,
+    metric: Metric,
+) -> Result<Vec<f64>> {
     let to_array = |r: &[f64]| -> [f64; K] { r.try_into().expect("dimension checked") };
     let entries: Vec<[f64; K]> = reference.rows().map(to_array).collect();
     let tree: ImmutableKdTree<f64, K> = ImmutableKdTree::new_from_slice(&entries)
@@ -116,7 +142,10 @@ fn scores_k<const K: usize>(reference: &Points, queries: &Points, k: usize, metr
             let q = to_array(q);
             let (sum, count) = match metric {
                 Metric::Euclidean => {
-                    let r = tree.query(&q).nearest_n::<SquaredEuclidean<f64>>(n).execute();
+                    let r = tree
+                        .query(&q)
+                        .nearest_n::<SquaredEuclidean<f64>>(n)
+                        .execute();
                     (r.iter().map(|i| i.distance.sqrt()).sum::<f64>(), r.len())
                 }
                 Metric::Manhattan => {
@@ -150,16 +179,31 @@ fn standardize(a: &Points, b: &Points) -> (Points, Points) {
             var[k] += (r[k] - mean[k]).powi(2) / n;
         }
     }
-    let sd: Vec<f64> = var.iter().map(|v| if *v > 0.0 { v.sqrt() } else { 1.0 }).collect();
+    let sd: Vec<f64> = var
+        .iter()
+        .map(|v| if *v > 0.0 { v.sqrt() } else { 1.0 })
+        .collect();
     let map = |p: &Points| Points {
         dim: d,
-        data: p.data.iter().enumerate().map(|(i, v)| (v - mean[i % d]) / sd[i % d]).collect(),
+        data: p
+            .data
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v - mean[i % d]) / sd[i % d])
+            .collect(),
     };
     (map(a), map(b))
 }
 
 /// Reliable infeasible points among the unlabeled trajectories (each a set of feature points).
-pub fn identify(demos: &Points, trajectories: &[Points], cfg: &IdentifyConfig) -> Result<Points> {
+/// `memory`: the reliable infeasible points of earlier iterations; the expansion measures the distance
+/// to R together with them (as if identification ran over all rollouts so far).
+pub fn identify(
+    demos: &Points,
+    trajectories: &[Points],
+    memory: &Points,
+    cfg: &IdentifyConfig,
+) -> Result<Points> {
     let mut unlabeled = Points::new(demos.dim);
     for t in trajectories {
         unlabeled.extend(t);
@@ -168,10 +212,12 @@ pub fn identify(demos: &Points, trajectories: &[Points], cfg: &IdentifyConfig) -
     if unlabeled.is_empty() {
         return Ok(reliable);
     }
-    let selected: Vec<bool> = match cfg.selection {
-        Selection::Threshold { d_r } => {
-            knn_scores(demos, &unlabeled, cfg.k, cfg.metric)?.into_iter().map(|s| s >= d_r).collect()
-        }
+    let selection = cfg.selection().map_err(Error::Invalid)?;
+    let selected: Vec<bool> = match selection {
+        Selection::Threshold { d_r } => knn_scores(demos, &unlabeled, cfg.k, cfg.metric)?
+            .into_iter()
+            .map(|s| s >= d_r)
+            .collect(),
         Selection::Percentile { percent } => {
             let (d, u) = standardize(demos, &unlabeled);
             let scores = knn_scores(&d, &u, cfg.k, cfg.metric)?;
@@ -187,12 +233,14 @@ pub fn identify(demos: &Points, trajectories: &[Points], cfg: &IdentifyConfig) -
             reliable.push(p);
         }
     }
-    if cfg.expansion && !reliable.is_empty() {
+    let mut known = reliable.clone();
+    known.extend(memory);
+    if cfg.expansion && !known.is_empty() {
         // Eq. 3: per trajectory, the state nearest to R (likely between the learned and the true boundary).
         let mut extra = Points::new(demos.dim);
         let mut at = 0;
         for t in trajectories {
-            let scores = knn_scores(&reliable, t, cfg.k, cfg.metric)?;
+            let scores = knn_scores(&known, t, cfg.k, cfg.metric)?;
             if let Some((i, _)) = scores
                 .iter()
                 .enumerate()
@@ -213,7 +261,10 @@ mod tests {
     use super::*;
 
     fn pts(dim: usize, v: &[f64]) -> Points {
-        Points { dim, data: v.to_vec() }
+        Points {
+            dim,
+            data: v.to_vec(),
+        }
     }
 
     #[test]
@@ -233,30 +284,70 @@ mod tests {
         let d = pts(1, &[0.0, 0.1, 0.2]);
         let t1 = pts(1, &[0.25, 0.5, 0.9, 1.0]);
         let t2 = pts(1, &[0.3, 0.35]);
-        let cfg = IdentifyConfig { k: 1, metric: Metric::Euclidean, selection: Selection::Threshold { d_r: 0.6 }, expansion: false };
-        let r = identify(&d, &[t1.clone(), t2.clone()], &cfg).unwrap();
+        let cfg = IdentifyConfig {
+            k: 1,
+            metric: Metric::Euclidean,
+            d_r: Some(0.6),
+            percentile: None,
+            expansion: false,
+        };
+        let none = Points::new(1);
+        let r = identify(&d, &[t1.clone(), t2.clone()], &none, &cfg).unwrap();
         assert_eq!(r.data, vec![0.9, 1.0]);
-        let r = identify(&d, &[t1, t2], &IdentifyConfig { expansion: true, ..cfg }).unwrap();
+        let cfg = IdentifyConfig {
+            expansion: true,
+            ..cfg
+        };
+        let r = identify(&d, &[t1.clone(), t2.clone()], &none, &cfg).unwrap();
         // t1's state nearest to R (not already in R) is 0.5; t2's is 0.35.
         assert_eq!(r.data, vec![0.9, 1.0, 0.5, 0.35]);
+        // With a memory point at 0.31, the nearest states become 0.25 (t1) and 0.3 (t2).
+        let r = identify(&d, &[t1, t2], &pts(1, &[0.31]), &cfg).unwrap();
+        assert_eq!(r.data, vec![0.9, 1.0, 0.25, 0.3]);
     }
 
     #[test]
     fn percentile_selection_takes_the_top_fraction_after_standardization() {
         let d = pts(2, &[0.0, 0.0, 0.0, 100.0]);
         let u = pts(2, &[0.1, 50.0, 5.0, 50.0, 0.2, 50.0, 0.3, 50.0]);
-        let cfg = IdentifyConfig { k: 1, metric: Metric::Euclidean, selection: Selection::Percentile { percent: 25.0 }, expansion: false };
-        let r = identify(&d, &[u], &cfg).unwrap();
+        let cfg = IdentifyConfig {
+            k: 1,
+            metric: Metric::Euclidean,
+            d_r: None,
+            percentile: Some(25.0),
+            expansion: false,
+        };
+        let r = identify(&d, &[u], &Points::new(2), &cfg).unwrap();
         assert_eq!(r.data, vec![5.0, 50.0]);
     }
 
     #[test]
     fn invalid_settings_are_named() {
-        let bad = IdentifyConfig { k: 0, metric: Metric::Euclidean, selection: Selection::Threshold { d_r: 0.1 }, expansion: false };
-        assert!(bad.validate().unwrap_err().contains('k'));
-        let bad = IdentifyConfig { k: 1, selection: Selection::Threshold { d_r: 0.0 }, ..bad };
+        let bad = IdentifyConfig {
+            k: 0,
+            metric: Metric::Euclidean,
+            d_r: Some(0.1),
+            percentile: None,
+            expansion: false,
+        };
+        assert!(bad.validate().unwrap_err().contains("identify.k"));
+        let bad = IdentifyConfig {
+            k: 1,
+            d_r: Some(0.0),
+            ..bad
+        };
         assert!(bad.validate().unwrap_err().contains("d_r"));
-        let bad = IdentifyConfig { selection: Selection::Percentile { percent: 100.0 }, ..bad };
-        assert!(bad.validate().unwrap_err().contains("percent"));
+        let bad = IdentifyConfig {
+            d_r: None,
+            percentile: Some(100.0),
+            ..bad
+        };
+        assert!(bad.validate().unwrap_err().contains("percentile"));
+        let bad = IdentifyConfig {
+            d_r: Some(0.1),
+            percentile: Some(10.0),
+            ..bad
+        };
+        assert!(bad.validate().unwrap_err().contains("exactly one"));
     }
 }

@@ -157,26 +157,7 @@ impl<'a> Simulator<'a> {
         for (k, &i) in t.velocity_idx.iter().enumerate() {
             next[i] = applied[k];
         }
-        let goal = t.goal();
-        let (mut d0, mut d1, mut path) = (0.0, 0.0, 0.0);
-        for (k, &i) in t.position_idx.iter().enumerate() {
-            d0 += (state[i] - goal[k]).powi(2);
-            d1 += (next[i] - goal[k]).powi(2);
-            path += (next[i] - state[i]).powi(2);
-        }
-        let (d0, d1, path) = (d0.sqrt(), d1.sqrt(), path.sqrt());
-        let r = &t.spec.reward;
-        let reached_goal = d1 < t.spec.goal.tolerance;
-        let dist = match r.distance_at {
-            DistanceAt::BeforeStep => d0,
-            DistanceAt::AfterStep => d1,
-        };
-        let reward = -r.distance * dist + r.progress * (d0 - d1) - r.path_length * path
-            + if reached_goal { r.goal_bonus } else { 0.0 };
-        StepOutcome {
-            reward,
-            reached_goal,
-        }
+        step_reward(t, state, next)
     }
 
     /// Roll a policy out from `start` (a full state) until the goal or the horizon, into `traj`.
@@ -222,6 +203,67 @@ impl<'a> Simulator<'a> {
         self.applied = applied;
         self.next = next;
     }
+}
+
+/// The task's reward for the step from `state` to `next`, and whether `next` reaches the goal.
+pub fn step_reward(t: &Task, state: &[f64], next: &[f64]) -> StepOutcome {
+    let goal = t.goal();
+    let (mut d0, mut d1, mut path) = (0.0, 0.0, 0.0);
+    for (k, &i) in t.position_idx.iter().enumerate() {
+        d0 += (state[i] - goal[k]).powi(2);
+        d1 += (next[i] - goal[k]).powi(2);
+        path += (next[i] - state[i]).powi(2);
+    }
+    let (d0, d1, path) = (d0.sqrt(), d1.sqrt(), path.sqrt());
+    let r = &t.spec.reward;
+    let reached_goal = d1 < t.spec.goal.tolerance;
+    let dist = match r.distance_at {
+        DistanceAt::BeforeStep => d0,
+        DistanceAt::AfterStep => d1,
+    };
+    let reward = -r.distance * dist + r.progress * (d0 - d1) - r.path_length * path
+        + if reached_goal { r.goal_bonus } else { 0.0 };
+    StepOutcome {
+        reward,
+        reached_goal,
+    }
+}
+
+/// The return of a recorded trajectory under the task's reward: consecutive recorded states, and for
+/// the last row the state its action leads to in the simulator.
+pub fn replay_return(sim: &mut Simulator, states: &[f64], actions: &[f64]) -> f64 {
+    let t = sim.task;
+    let (n, m) = (t.state_dim(), t.action_dim());
+    let rows = states.len() / n;
+    let (mut total, mut reached) = (0.0, false);
+    let mut add = |out: StepOutcome| {
+        // Every recorded row counts; the goal bonus only once (a recording may go on at the goal).
+        total += out.reward
+            - if reached && out.reached_goal {
+                t.spec.reward.goal_bonus
+            } else {
+                0.0
+            };
+        reached |= out.reached_goal;
+    };
+    for i in 0..rows.saturating_sub(1) {
+        add(step_reward(
+            t,
+            &states[i * n..(i + 1) * n],
+            &states[(i + 1) * n..(i + 2) * n],
+        ));
+    }
+    if rows > 0 {
+        let (mut next, mut applied) = (vec![0.0; n], vec![0.0; m]);
+        let last = &states[(rows - 1) * n..rows * n];
+        add(sim.step(
+            last,
+            &actions[(rows - 1) * m..rows * m],
+            &mut next,
+            &mut applied,
+        ));
+    }
+    total
 }
 
 /// The nominal linear dynamical system f(s) = -gain (p - goal), in action units.
@@ -307,6 +349,60 @@ mod tests {
         assert!(traj.reached_goal);
         let expect: f64 = 100.0 - (0..traj.len()).map(|i| traj.state(i)[0].abs()).sum::<f64>();
         assert!((traj.episode_return - expect).abs() < 1e-12);
+    }
+
+    #[test]
+    fn replayed_return_of_a_rollout_equals_its_return() {
+        let t = Task::load("reach_velocity_3d").unwrap();
+        let mut sim = Simulator::new(&t);
+        let mut traj = Trajectory::with_capacity(&t);
+        sim.rollout(
+            &t.start_state(&[0.4, 0.05, 0.06]),
+            &mut nominal_ds(&t, 3.0),
+            &mut traj,
+        );
+        let r = replay_return(&mut sim, &traj.states, &traj.actions);
+        assert!(
+            (r - traj.episode_return).abs() < 1e-9,
+            "{r} vs {}",
+            traj.episode_return
+        );
+    }
+
+    #[test]
+    fn reference_2d_demo_returns_are_reproduced_with_one_goal_bonus() {
+        // point_ellipse_2d.csv records 100 - sum ||s_t||; demo 2 ends with a state already at the goal.
+        let t = Task::load("point_ellipse_2d").unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/demos/point_ellipse_2d.csv");
+        let set = crate::demos::DemoSet::load(&path, &t).unwrap();
+        let mut sim = Simulator::new(&t);
+        for d in &set.demos {
+            let r = replay_return(&mut sim, &d.states, &d.actions);
+            assert!(
+                (r - d.episode_return.unwrap()).abs() < 1e-6,
+                "{r} vs {:?}",
+                d.episode_return
+            );
+        }
+    }
+
+    #[test]
+    fn reference_velocity_demo_return_is_reproduced() {
+        // reach_velocity_3d.csv records -sum ||p_{t+1} - g||; our reward is the same.
+        let t = Task::load("reach_velocity_3d").unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/demos/reach_velocity_3d.csv");
+        let set = crate::demos::DemoSet::load(&path, &t).unwrap();
+        let mut sim = Simulator::new(&t);
+        for d in &set.demos {
+            let r = replay_return(&mut sim, &d.states, &d.actions);
+            assert!(
+                (r - d.episode_return.unwrap()).abs() < 1e-4,
+                "{r} vs {:?}",
+                d.episode_return
+            );
+        }
     }
 
     #[test]

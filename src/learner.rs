@@ -1,0 +1,518 @@
+//! DSM-PUCL, Algorithm 1 of the paper: roll out the current policy from every demonstration start, keep
+//! the rollouts whose return beats the demonstration's (policy filter), identify reliable infeasible
+//! states R, train zeta on D (feasible) and R plus the memory buffer M (infeasible), save R into M;
+//! repeat.
+use crate::demos::DemoSet;
+use crate::error::{Error, Result};
+use crate::metrics::{Confusion, UnsafeRate, grid_confusion};
+use crate::modulation::{DsmConfig, DsmPolicy, PolicySpace};
+use crate::network::{Adam, Mlp, Scratch, train};
+use crate::pu::{IdentifyConfig, Points, identify};
+use crate::sim::{Simulator, Trajectory, replay_return};
+use crate::task::Task;
+use ndarray::{Array1, Array2};
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::time::Instant;
+
+/// Every hyper-parameter of DSM-PUCL. Built-in defaults per task live in `config/learn/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnConfig {
+    /// Outer iterations of Algorithm 1.
+    pub iterations: usize,
+    /// Stop early when an iteration identifies no new reliable infeasible state.
+    pub stop_when_no_new_infeasible: bool,
+    /// Hidden layer widths of zeta.
+    pub hidden: Vec<usize>,
+    /// Adam learning rate and epsilon.
+    pub lr: f64,
+    pub adam_eps: f64,
+    /// Epochs per outer iteration and minibatch size.
+    pub epochs: usize,
+    pub batch_size: usize,
+    /// Map inputs by the demonstrations' mean and one common scale (raw inputs in the reference).
+    pub normalize_input: bool,
+    /// Weigh both classes equally in the loss (the reference's plain BCE lets the ~20x larger
+    /// demonstration set push the boundary into the infeasible data).
+    pub balance_classes: bool,
+    /// Reliable infeasible identification.
+    pub identify: IdentifyConfig,
+    pub policy_filter: PolicyFilter,
+    pub dsm: DsmConfig,
+}
+
+/// Keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the same start, and
+/// the fraction of its states the current zeta calls infeasible is at most `max_mean_cost`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFilter {
+    pub delta: f64,
+    pub max_mean_cost: f64,
+}
+
+/// The built-in learn configurations: the default and per-task files.
+pub const BUILTIN_CONFIGS: &[(&str, &str)] = &[
+    ("default", include_str!("../config/learn/default.yaml")),
+    (
+        "point_ellipse_2d",
+        include_str!("../config/learn/point_ellipse_2d.yaml"),
+    ),
+    (
+        "reach_obstacle_3d",
+        include_str!("../config/learn/reach_obstacle_3d.yaml"),
+    ),
+    (
+        "reach_velocity_3d",
+        include_str!("../config/learn/reach_velocity_3d.yaml"),
+    ),
+    (
+        "reach_four_cups_3d",
+        include_str!("../config/learn/reach_four_cups_3d.yaml"),
+    ),
+];
+
+fn merge(base: &mut serde_yaml_ng::Value, over: serde_yaml_ng::Value) {
+    use serde_yaml_ng::Value;
+    match (base, over) {
+        (Value::Mapping(b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+impl LearnConfig {
+    /// The settings for a task: `config/learn/default.yaml`, overridden by the task's own file if there
+    /// is one, overridden by the user's file (any subset of the keys) if given.
+    pub fn for_task(task: &str, user: Option<&Path>) -> Result<LearnConfig> {
+        let parse = |text: &str, path: &Path| -> Result<serde_yaml_ng::Value> {
+            serde_yaml_ng::from_str(text).map_err(|e| {
+                Error::file(
+                    path,
+                    e.location().map(|l| l.line() as u64),
+                    None,
+                    e.to_string(),
+                )
+            })
+        };
+        let mut value = parse(BUILTIN_CONFIGS[0].1, Path::new("config/learn/default.yaml"))?;
+        if let Some((name, text)) = BUILTIN_CONFIGS[1..].iter().find(|(n, _)| *n == task) {
+            merge(
+                &mut value,
+                parse(text, Path::new(&format!("config/learn/{name}.yaml")))?,
+            );
+        }
+        let source = match user {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+                if !text.trim().is_empty() {
+                    merge(&mut value, parse(&text, p)?);
+                }
+                p.to_path_buf()
+            }
+            None => Path::new("config/learn").join(format!("{task}.yaml")),
+        };
+        let cfg: LearnConfig = serde_yaml_ng::from_value(value)
+            .map_err(|e| Error::file(&source, None, None, e.to_string()))?;
+        cfg.validate()
+            .map_err(|e| Error::file(&source, None, None, e))?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.iterations == 0 {
+            return Err("iterations must be at least 1".into());
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err("hidden needs at least one layer, each of width >= 1".into());
+        }
+        if !(self.lr.is_finite()
+            && self.lr > 0.0
+            && self.adam_eps.is_finite()
+            && self.adam_eps > 0.0)
+        {
+            return Err("lr and adam_eps must be finite numbers > 0".into());
+        }
+        if self.epochs == 0 || self.batch_size == 0 {
+            return Err("epochs and batch_size must be at least 1".into());
+        }
+        self.identify.validate()?;
+        let f = &self.policy_filter;
+        if !(f.delta.is_finite() && (0.0..1.0).contains(&f.delta)) {
+            return Err(format!(
+                "policy_filter.delta must be in [0, 1), got {}",
+                f.delta
+            ));
+        }
+        if !(f.max_mean_cost.is_finite() && (0.0..=1.0).contains(&f.max_mean_cost)) {
+            return Err("policy_filter.max_mean_cost must be in [0, 1]".into());
+        }
+        self.dsm.validate(None)
+    }
+}
+
+/// What one outer iteration did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IterationStats {
+    pub iteration: usize,
+    pub rollouts: usize,
+    /// Rollouts that passed the policy filter.
+    pub kept: usize,
+    /// |R| of this iteration and |M| after it.
+    pub reliable_infeasible: usize,
+    pub memory_buffer: usize,
+    pub loss: f64,
+    pub seconds: f64,
+    /// Against the true constraint on the evaluation grid (known in simulation).
+    pub iou: f64,
+    pub recall: f64,
+    pub precision: f64,
+}
+
+/// The result of learning.
+#[derive(Debug, Clone)]
+pub struct Learned {
+    pub net: Mlp,
+    pub memory_buffer: Points,
+    pub history: Vec<IterationStats>,
+    pub starts: Vec<Vec<f64>>,
+    pub seconds: f64,
+    /// Why the loop stopped.
+    pub stop_reason: String,
+}
+
+/// The learned network as a classifier on the grid.
+pub fn grid_metrics(task: &Task, net: &Mlp, threshold: f64) -> Confusion {
+    // Batched evaluation of the whole grid, then comparison with the truth.
+    let d = task.feature_dim();
+    let mut pts = Vec::new();
+    crate::metrics::for_each_grid_point(task, |x| pts.extend_from_slice(x));
+    let x = Array2::from_shape_vec((pts.len() / d, d), pts).expect("rows of d");
+    let z = net.zeta_batch(x.view());
+    let mut i = 0;
+    grid_confusion(task, |_| {
+        i += 1;
+        z[i - 1] < threshold
+    })
+}
+
+fn feature_points(task: &Task, t: &Trajectory) -> Points {
+    let d = task.feature_dim();
+    let mut p = Points {
+        dim: d,
+        data: vec![0.0; t.len() * d],
+    };
+    for i in 0..t.len() {
+        task.features_into(t.state(i), t.action(i), &mut p.data[i * d..(i + 1) * d]);
+    }
+    p
+}
+
+/// Run DSM-PUCL. `on_iteration` sees each iteration's statistics as it finishes.
+pub fn learn(
+    task: &Task,
+    demos: &DemoSet,
+    cfg: &LearnConfig,
+    seed: u64,
+    on_iteration: &mut dyn FnMut(&IterationStats),
+) -> Result<Learned> {
+    let t0 = Instant::now();
+    cfg.validate().map_err(Error::Invalid)?;
+    cfg.dsm
+        .validate(Some(task.feature_dim()))
+        .map_err(Error::Invalid)?;
+    PolicySpace::of(task).map_err(|e| Error::task(task.name(), "constraint_input", e))?;
+    if demos.state_names != task.spec.state || demos.action_names != task.spec.action {
+        return Err(Error::Invalid(format!(
+            "the demonstrations do not match task '{}' (state/action names differ)",
+            task.name()
+        )));
+    }
+    if demos.is_empty() {
+        return Err(Error::Invalid("no demonstrations to learn from".into()));
+    }
+    let d = task.feature_dim();
+    let demo_points = Points {
+        dim: d,
+        data: demos.feature_points(task),
+    };
+    let starts = demos.start_states();
+    let mut sim = Simulator::new(task);
+    let demo_returns: Vec<f64> = demos
+        .demos
+        .iter()
+        .map(|x| replay_return(&mut sim, &x.states, &x.actions))
+        .collect();
+
+    let mut net = Mlp::new(d, &cfg.hidden, seed);
+    if cfg.normalize_input {
+        let n = demo_points.len() as f64;
+        let mean: Vec<f64> = (0..d)
+            .map(|k| demo_points.rows().map(|r| r[k]).sum::<f64>() / n)
+            .collect();
+        let var = demo_points
+            .rows()
+            .map(|r| (0..d).map(|k| (r[k] - mean[k]).powi(2)).sum::<f64>())
+            .sum::<f64>()
+            / (n * d as f64);
+        let scale = if var > 0.0 { 1.0 / var.sqrt() } else { 1.0 };
+        net.input_offset = mean;
+        net.input_scale = vec![scale; d];
+    }
+    let mut adam = Adam::new(net.params.len(), cfg.lr, cfg.adam_eps);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let mut memory = Points::new(d);
+    let mut history = Vec::new();
+    let mut traj = Trajectory::with_capacity(task);
+    let mut scratch = Scratch::default();
+    let mut stop_reason = format!("{} iterations done", cfg.iterations);
+    // The rollouts probe the learned boundary itself: the deployment safety margin is not applied here.
+    let probe = DsmConfig {
+        safety_margin: 0.0,
+        ..cfg.dsm.clone()
+    };
+    for it in 0..cfg.iterations {
+        let ti = Instant::now();
+        // Roll out the current policy: the nominal DS first, then the DS modulated by zeta.
+        let mut kept = Vec::new();
+        {
+            let policy_net = (it > 0).then_some(&net);
+            for (i, s0) in starts.iter().enumerate() {
+                let mut policy =
+                    DsmPolicy::new(task, policy_net, &probe).map_err(Error::Invalid)?;
+                sim.rollout(s0, &mut policy, &mut traj);
+                let pts = feature_points(task, &traj);
+                let passes_return =
+                    (1.0 - cfg.policy_filter.delta) * traj.episode_return >= demo_returns[i];
+                let cost = if it == 0 || pts.is_empty() {
+                    0.0
+                } else {
+                    pts.rows()
+                        .filter(|p| net.zeta(p, &mut scratch) < 0.5)
+                        .count() as f64
+                        / pts.len() as f64
+                };
+                if passes_return && cost <= cfg.policy_filter.max_mean_cost {
+                    kept.push(pts);
+                }
+            }
+        }
+        let reliable = identify(&demo_points, &kept, &memory, &cfg.identify)?;
+        let infeasible = reliable.len() + memory.len();
+        let mut loss = f64::NAN;
+        if infeasible > 0 {
+            let n = demo_points.len() + infeasible;
+            let mut x = Array2::<f64>::zeros((n, d));
+            let mut y = Array1::<f64>::zeros(n);
+            for (r, p) in demo_points
+                .rows()
+                .chain(reliable.rows())
+                .chain(memory.rows())
+                .enumerate()
+            {
+                x.row_mut(r).assign(&ndarray::ArrayView1::from(p));
+                y[r] = if r < demo_points.len() { 1.0 } else { 0.0 };
+            }
+            let w = cfg.balance_classes.then(|| {
+                let (nd, ni) = (demo_points.len() as f64, infeasible as f64);
+                Array1::from_iter((0..n).map(|r| {
+                    if r < demo_points.len() {
+                        0.5 * n as f64 / nd
+                    } else {
+                        0.5 * n as f64 / ni
+                    }
+                }))
+            });
+            loss = train(
+                &mut net,
+                &mut adam,
+                x.view(),
+                y.view(),
+                w.as_ref().map(|w| w.view()),
+                cfg.epochs,
+                cfg.batch_size,
+                &mut rng,
+            );
+        }
+        memory.extend(&reliable);
+        let c = grid_metrics(task, &net, 0.5);
+        let stats = IterationStats {
+            iteration: it,
+            rollouts: starts.len(),
+            kept: kept.len(),
+            reliable_infeasible: reliable.len(),
+            memory_buffer: memory.len(),
+            loss,
+            seconds: ti.elapsed().as_secs_f64(),
+            iou: c.iou(),
+            recall: c.recall(),
+            precision: c.precision(),
+        };
+        on_iteration(&stats);
+        history.push(stats);
+        if memory.is_empty() {
+            stop_reason = format!(
+                "iteration {it}: no reliable infeasible state: no rollout beat its demonstration's return or came at least d_r from the demonstrations"
+            );
+            break;
+        }
+        if reliable.is_empty() && cfg.stop_when_no_new_infeasible {
+            stop_reason = format!("iteration {it}: R stopped growing");
+            break;
+        }
+    }
+    if memory.is_empty() {
+        return Err(Error::Invalid(format!(
+            "nothing learned: {stop_reason} (try a smaller identify.d_r)"
+        )));
+    }
+    Ok(Learned {
+        net,
+        memory_buffer: memory,
+        history,
+        starts,
+        seconds: t0.elapsed().as_secs_f64(),
+        stop_reason,
+    })
+}
+
+/// Metrics of a learned network: on the grid, and the DSM policy it modulates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluation {
+    pub iou: f64,
+    pub recall: f64,
+    pub precision: f64,
+    pub unsafe_rate: f64,
+    pub violating_episodes: f64,
+    pub goal_reached: f64,
+    pub confusion: Confusion,
+    pub unsafe_counts: UnsafeRate,
+    /// (episode, step, state) of the first violating step of each violating episode.
+    #[serde(skip)]
+    pub first_violations: Vec<(usize, usize, Vec<f64>)>,
+}
+
+/// The start of evaluation episode i: the given starts in turn; from the second pass on, positions
+/// perturbed by the task's start_jitter (seeded), so repeated episodes differ.
+pub fn episode_starts(
+    task: &Task,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let j = task.spec.start_jitter;
+    (0..episodes)
+        .map(|i| {
+            let mut s = starts[i % starts.len()].clone();
+            if i >= starts.len() && j > 0.0 {
+                for &k in &task.position_idx {
+                    s[k] += rng.random_range(-j..=j);
+                }
+                if let Some((lo, hi)) = &task.bounds {
+                    for (p, &k) in task.position_idx.iter().enumerate() {
+                        s[k] = s[k].clamp(lo[p], hi[p]);
+                    }
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// Evaluate a network with its DSM settings on a task.
+pub fn evaluate(
+    task: &Task,
+    net: &Mlp,
+    dsm: &DsmConfig,
+    threshold: f64,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+) -> Result<Evaluation> {
+    if starts.is_empty() || episodes == 0 {
+        return Err(Error::Invalid(
+            "evaluation needs at least one start and one episode".into(),
+        ));
+    }
+    let c = grid_metrics(task, net, threshold);
+    let mut sim = Simulator::new(task);
+    let mut trajs = Vec::with_capacity(episodes);
+    for s in episode_starts(task, starts, episodes, seed) {
+        let mut t = Trajectory::with_capacity(task);
+        let mut policy = DsmPolicy::new(task, Some(net), dsm).map_err(Error::Invalid)?;
+        sim.rollout(&s, &mut policy, &mut t);
+        trajs.push(t);
+    }
+    let u = UnsafeRate::of(&trajs);
+    Ok(Evaluation {
+        iou: c.iou(),
+        recall: c.recall(),
+        precision: c.precision(),
+        unsafe_rate: u.rate(),
+        violating_episodes: u.episode_fraction(),
+        goal_reached: trajs.iter().filter(|t| t.reached_goal).count() as f64 / trajs.len() as f64,
+        confusion: c,
+        unsafe_counts: u,
+        first_violations: trajs
+            .iter()
+            .enumerate()
+            .filter_map(|(e, t)| {
+                t.violations
+                    .iter()
+                    .position(|v| *v)
+                    .map(|i| (e, i, t.state(i).to_vec()))
+            })
+            .collect(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_configs_parse_and_validate_for_every_task() {
+        for (name, _) in crate::task::BUILTIN {
+            let c = LearnConfig::for_task(name, None).unwrap();
+            assert!(c.iterations >= 1, "{name}");
+        }
+    }
+
+    #[test]
+    fn user_config_overrides_a_subset_and_rejects_unknown_or_impossible_values() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("learn.yaml");
+        std::fs::write(&p, "identify: {d_r: 0.05}\nepochs: 7\n").unwrap();
+        let c = LearnConfig::for_task("reach_obstacle_3d", Some(&p)).unwrap();
+        assert_eq!((c.identify.d_r, c.epochs, c.identify.k), (Some(0.05), 7, 1));
+        for (text, expect) in [
+            ("epoch: 3\n", "epoch"),
+            ("identify: {d_r: -1.0}\n", "d_r"),
+            ("identify: {k: 0}\n", "identify.k"),
+            ("hidden: []\n", "hidden"),
+            ("identify: {d_r: null, percentile: 120.0}\n", "percentile"),
+            ("dsm: {rho: 0.0}\n", "rho"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = LearnConfig::for_task("reach_obstacle_3d", Some(&p))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("learn.yaml") && e.contains(expect),
+                "{text}: {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,224 @@
+//! The constraint model file: one self-describing, versioned JSON document with the network, the
+//! feature map, the decision threshold, the task, the learning settings and a training summary.
+//! Written atomically; loading validates every field.
+use crate::error::{Error, Result, write_atomic};
+use crate::learner::{IterationStats, LearnConfig};
+use crate::modulation::DsmConfig;
+use crate::network::{Mlp, Scratch};
+use crate::task::{Feature, Task};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+pub const FORMAT: &str = "pucl.constraint_model";
+pub const VERSION: u32 = 1;
+
+/// One input of the network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureInfo {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// "state" or "action": where psi(s, a) takes it from.
+    pub source: String,
+    pub index: usize,
+}
+
+/// How learning went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSummary {
+    pub iterations: usize,
+    pub stop_reason: String,
+    pub demonstrations: usize,
+    pub demonstration_steps: usize,
+    /// |R| of the last iteration and |M| at the end.
+    pub reliable_infeasible: usize,
+    pub memory_buffer: usize,
+    pub final_loss: f64,
+    pub wall_seconds: f64,
+    /// Against the task's true constraint, when it was known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iou: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recall: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precision: Option<f64>,
+    pub history: Vec<IterationStats>,
+}
+
+/// The learned constraint: feasible iff zeta(psi) >= threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConstraintModel {
+    pub format: String,
+    pub version: u32,
+    pub created_by: String,
+    pub task: String,
+    pub features: Vec<FeatureInfo>,
+    pub threshold: f64,
+    pub network: Mlp,
+    /// The modulation settings the model was learned with (the policy that uses it).
+    pub dsm: DsmConfig,
+    pub settings: LearnConfig,
+    pub seed: u64,
+    /// The demonstrations' start states (evaluation episodes start there).
+    pub starts: Vec<Vec<f64>>,
+    /// The reliable infeasible states of all iterations (the memory buffer M).
+    pub memory_buffer: Vec<Vec<f64>>,
+    pub summary: TrainingSummary,
+}
+
+pub fn feature_infos(task: &Task) -> Vec<FeatureInfo> {
+    task.features
+        .iter()
+        .zip(task.feature_names())
+        .map(|(f, name)| {
+            let (source, index) = match f {
+                Feature::State(i) => ("state", *i),
+                Feature::Action(i) => ("action", *i),
+            };
+            FeatureInfo {
+                name: name.clone(),
+                unit: task.unit(name).map(str::to_string),
+                source: source.into(),
+                index,
+            }
+        })
+        .collect()
+}
+
+impl ConstraintModel {
+    pub fn dim(&self) -> usize {
+        self.features.len()
+    }
+
+    /// zeta and its gradient at one feature vector.
+    pub fn query(&self, x: &[f64], scratch: &mut Scratch) -> (bool, f64, Vec<f64>) {
+        let mut g = vec![0.0; self.dim()];
+        let z = self.network.zeta_and_grad(x, &mut g, scratch);
+        (z >= self.threshold, z, g)
+    }
+
+    /// Check every field; `path` names the file in errors.
+    pub fn validate(&self, path: &Path) -> Result<()> {
+        let bad = |field: &str, msg: String| Error::file(path, None, Some(field), msg);
+        if self.format != FORMAT {
+            return Err(bad(
+                "format",
+                format!(
+                    "expected '{FORMAT}', found '{}' (not a pucl constraint model)",
+                    self.format
+                ),
+            ));
+        }
+        if self.version != VERSION {
+            return Err(bad(
+                "version",
+                format!(
+                    "version {} is not supported (this pucl reads version {VERSION})",
+                    self.version
+                ),
+            ));
+        }
+        self.network.validate().map_err(|e| bad("network", e))?;
+        if self.features.len() != self.network.input_dim() {
+            return Err(bad(
+                "features",
+                format!(
+                    "{} features but the network takes {} inputs",
+                    self.features.len(),
+                    self.network.input_dim()
+                ),
+            ));
+        }
+        if let Some(f) = self
+            .features
+            .iter()
+            .find(|f| f.source != "state" && f.source != "action")
+        {
+            return Err(bad(
+                "features",
+                format!(
+                    "source of '{}' must be 'state' or 'action', found '{}'",
+                    f.name, f.source
+                ),
+            ));
+        }
+        if !(self.threshold > 0.0 && self.threshold < 1.0) {
+            return Err(bad(
+                "threshold",
+                format!("must be in (0, 1), found {}", self.threshold),
+            ));
+        }
+        self.dsm
+            .validate(Some(self.dim()))
+            .map_err(|e| bad("dsm", e))?;
+        self.settings.validate().map_err(|e| bad("settings", e))?;
+        if self
+            .memory_buffer
+            .iter()
+            .any(|p| p.len() != self.dim() || p.iter().any(|v| !v.is_finite()))
+        {
+            return Err(bad(
+                "memory_buffer",
+                format!("every point needs {} finite values", self.dim()),
+            ));
+        }
+        if self.starts.iter().any(|p| p.iter().any(|v| !v.is_finite())) {
+            return Err(bad("starts", "values must be finite".into()));
+        }
+        Ok(())
+    }
+
+    /// Refuse a model whose features are not the task's constraint input.
+    pub fn check_task(&self, task: &Task, path: &Path) -> Result<()> {
+        let names: Vec<&str> = self.features.iter().map(|f| f.name.as_str()).collect();
+        let want: Vec<&str> = task.feature_names().iter().map(String::as_str).collect();
+        if names != want {
+            return Err(Error::file(
+                path,
+                None,
+                Some("features"),
+                format!(
+                    "wrong dimension or inputs: the model takes [{}] ({}), task '{}' constrains [{}] ({})",
+                    names.join(", "),
+                    names.len(),
+                    task.name(),
+                    want.join(", "),
+                    want.len()
+                ),
+            ));
+        }
+        if self.starts.iter().any(|s| s.len() != task.state_dim()) {
+            return Err(Error::file(
+                path,
+                None,
+                Some("starts"),
+                format!(
+                    "states need {} values for task '{}'",
+                    task.state_dim(),
+                    task.name()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn load(path: &Path) -> Result<ConstraintModel> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        if text.trim().is_empty() {
+            return Err(Error::file(path, None, None, "the file is empty"));
+        }
+        let m: ConstraintModel = serde_json::from_str(&text)
+            .map_err(|e| Error::file(path, Some(e.line() as u64), None, e.to_string()))?;
+        m.validate(path)?;
+        Ok(m)
+    }
+
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let text = serde_json::to_string(self)
+            .map_err(|e| Error::Invalid(format!("serializing the model: {e}")))?;
+        write_atomic(path, text.as_bytes())
+    }
+}

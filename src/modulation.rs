@@ -1,0 +1,642 @@
+//! Dynamical-system modulation (Huber et al. 2019) around the learned constraint, and the DSM policies
+//! of DSM-PUCL. M(s) = E D E^-1 with E = [r, e_1, ..., e_{d-1}] (e_i tangent, orthogonal to the normal
+//! n) and D = diag(1 - 1/Gamma, 1 + 1/Gamma, ...). Writing v = c0 r + (tangential part), with
+//! c0 = (n . v) / (n . r), gives M v = lambda_t v + (lambda_1 - lambda_t) c0 r: no basis is built and
+//! nothing is allocated, in any dimension.
+use crate::network::{Mlp, Scratch};
+use crate::sim::Policy;
+use crate::task::{Feature, Task};
+use serde::{Deserialize, Serialize};
+
+/// A differentiable feasibility function zeta = sigmoid(logit) (1 = feasible); the learned network is
+/// one.
+pub trait Feasibility {
+    /// The logit of zeta at x, with its gradient written to `grad`.
+    fn logit_grad(&self, x: &[f64], grad: &mut [f64], scratch: &mut Scratch) -> f64;
+}
+
+impl Feasibility for Mlp {
+    fn logit_grad(&self, x: &[f64], grad: &mut [f64], scratch: &mut Scratch) -> f64 {
+        self.logit_and_grad(x, grad, scratch)
+    }
+}
+
+/// Estimated signed distance to the learned boundary (positive on the feasible side): logit / |grad|.
+#[inline]
+pub fn boundary_distance(logit: f64, grad: &[f64]) -> f64 {
+    let n = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+    if n > 0.0 {
+        logit / n
+    } else {
+        logit.signum() * f64::INFINITY
+    }
+}
+
+/// Settings of the modulation and of the nominal dynamical system.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DsmConfig {
+    /// Nominal DS f(s) = -gain (p - goal), in action units.
+    pub gain: f64,
+    /// Gamma = (1 + 10 max(zeta - 0.5, 0))^(1/rho); the reference uses 0.2 (2 for the transfer task).
+    pub rho: f64,
+    /// Speeds above `normalize_above` are scaled to `speed` (action units).
+    pub speed: f64,
+    pub normalize_above: f64,
+    /// Modulate also when moving away from the boundary (the reference does). Off: motion away from
+    /// the learned obstacle passes unchanged, so a state inside it can leave.
+    pub tail_effect: bool,
+    /// A point inside the learned obstacle (feature space) that sets the first basis vector r; none: r = n.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reference_point: Option<Vec<f64>>,
+    /// No modulation where |grad zeta| is below this (flat network: no boundary information).
+    #[serde(default = "default_min_gradient")]
+    pub min_gradient: f64,
+    /// Sampled-data safeguard: predict the next position; if it would enter the learned obstacle, drop
+    /// the inward component, then halve the speed, else stop. The modulation's guarantee is for
+    /// continuous time; with a finite control period this keeps it.
+    #[serde(default = "yes")]
+    pub lookahead: bool,
+    /// With the lookahead: also keep this distance (feature units) from the learned boundary, so that
+    /// sliding along it does not graze a true boundary a few millimetres further out.
+    #[serde(default)]
+    pub safety_margin: f64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_min_gradient() -> f64 {
+    1e-5
+}
+
+impl Default for DsmConfig {
+    fn default() -> Self {
+        DsmConfig {
+            gain: 2.0,
+            rho: 0.2,
+            speed: 1.0,
+            normalize_above: 0.05,
+            tail_effect: true,
+            reference_point: None,
+            min_gradient: default_min_gradient(),
+            lookahead: true,
+            safety_margin: 0.0,
+        }
+    }
+}
+
+impl DsmConfig {
+    /// Check the values; with `feature_dim`, also the reference point's dimension.
+    pub fn validate(&self, feature_dim: Option<usize>) -> Result<(), String> {
+        for (name, v) in [
+            ("gain", self.gain),
+            ("rho", self.rho),
+            ("speed", self.speed),
+        ] {
+            if !(v.is_finite() && v > 0.0) {
+                return Err(format!("dsm.{name} must be a finite number > 0, got {v}"));
+            }
+        }
+        if !(self.normalize_above.is_finite() && self.normalize_above >= 0.0) {
+            return Err("dsm.normalize_above must be a finite number >= 0".into());
+        }
+        if !(self.min_gradient.is_finite() && self.min_gradient >= 0.0) {
+            return Err("dsm.min_gradient must be a finite number >= 0".into());
+        }
+        if !(self.safety_margin.is_finite() && self.safety_margin >= 0.0) {
+            return Err("dsm.safety_margin must be a finite number >= 0".into());
+        }
+        if let Some(r) = &self.reference_point {
+            if r.iter().any(|v| !v.is_finite()) {
+                return Err("dsm.reference_point values must be finite".into());
+            }
+            if let Some(d) = feature_dim
+                && r.len() != d
+            {
+                return Err(format!(
+                    "dsm.reference_point needs {d} values (one per constraint feature)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Gamma: 1 on and inside the learned boundary (zeta <= 0.5), growing with zeta outside.
+#[inline]
+pub fn gamma(zeta: f64, rho: f64) -> f64 {
+    (1.0 + 10.0 * (zeta - 0.5).max(0.0)).powf(1.0 / rho)
+}
+
+/// What the modulation did at one point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Modulated {
+    pub gamma: f64,
+    /// The velocity was changed (false: flat gradient, or moving away with the tail effect off).
+    pub active: bool,
+}
+
+/// Modulate `v` in place at a point `x` where the network gives `zeta` and `grad_zeta` (feature space).
+/// Returns None (and zeroes `v`) if any input is not finite: the fail-safe answer is to stop.
+pub fn modulate(
+    v: &mut [f64],
+    x: &[f64],
+    zeta: f64,
+    grad_zeta: &[f64],
+    cfg: &DsmConfig,
+) -> Option<Modulated> {
+    if !(zeta.is_finite()
+        && grad_zeta
+            .iter()
+            .chain(v.iter())
+            .chain(x.iter())
+            .all(|g| g.is_finite()))
+    {
+        v.iter_mut().for_each(|c| *c = 0.0);
+        return None;
+    }
+    let g = gamma(zeta, cfg.rho);
+    let gnorm = grad_zeta.iter().map(|c| c * c).sum::<f64>().sqrt();
+    if gnorm < cfg.min_gradient {
+        return Some(Modulated {
+            gamma: g,
+            active: false,
+        });
+    }
+    // n points into the learned obstacle: the gradient of (1 - zeta), normalized.
+    let nv: f64 = grad_zeta
+        .iter()
+        .zip(v.iter())
+        .map(|(gz, vi)| -gz * vi)
+        .sum::<f64>()
+        / gnorm;
+    if !cfg.tail_effect && nv <= 0.0 {
+        return Some(Modulated {
+            gamma: g,
+            active: false,
+        });
+    }
+    let (l1, lt) = (1.0 - 1.0 / g, 1.0 + 1.0 / g);
+    // r: from the reference point to x (pointing out of the obstacle), or the normal itself.
+    let mut use_normal = true;
+    if let Some(rp) = &cfg.reference_point {
+        let rn = x
+            .iter()
+            .zip(rp)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if rn > 0.0 {
+            let nr: f64 = grad_zeta
+                .iter()
+                .zip(x.iter().zip(rp))
+                .map(|(gz, (a, b))| -gz / gnorm * (a - b) / rn)
+                .sum();
+            // r must not be (nearly) tangent to the boundary, else E is singular: fall back to n.
+            if nr.abs() > 0.1 {
+                let c0 = nv / nr;
+                for (vi, (a, b)) in v.iter_mut().zip(x.iter().zip(rp)) {
+                    *vi = lt * *vi + (l1 - lt) * c0 * (a - b) / rn;
+                }
+                use_normal = false;
+            }
+        }
+    }
+    if use_normal {
+        for (vi, gz) in v.iter_mut().zip(grad_zeta) {
+            *vi = lt * *vi + (l1 - lt) * nv * (-gz / gnorm);
+        }
+    }
+    Some(Modulated {
+        gamma: g,
+        active: true,
+    })
+}
+
+/// Scale a velocity to `speed` when its norm exceeds `normalize_above` (the reference's output rule).
+#[inline]
+pub fn normalize_speed(v: &mut [f64], cfg: &DsmConfig) {
+    let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+    if n > cfg.normalize_above && n > 0.0 {
+        v.iter_mut().for_each(|c| *c *= cfg.speed / n);
+    }
+}
+
+/// Buffers for [`safe_velocity`].
+#[derive(Debug, Clone, Default)]
+pub struct ModulationScratch {
+    pub net: Scratch,
+    pub grad: Vec<f64>,
+    pub next_grad: Vec<f64>,
+    pub next: Vec<f64>,
+}
+
+/// The modulated, speed-normalized velocity at `x` for the nominal velocity in `v` (in place).
+/// `step`: displacement per unit velocity over one control period, for the lookahead safeguard.
+/// Returns None if something was not finite (then `v` is zero).
+pub fn safe_velocity<F: Feasibility + ?Sized>(
+    f: &F,
+    x: &[f64],
+    v: &mut [f64],
+    cfg: &DsmConfig,
+    step: Option<f64>,
+    s: &mut ModulationScratch,
+) -> Option<Modulated> {
+    let d = x.len();
+    s.grad.resize(d, 0.0);
+    s.next_grad.resize(d, 0.0);
+    s.next.resize(d, 0.0);
+    let logit = f.logit_grad(x, &mut s.grad, &mut s.net);
+    let z = sigmoid(logit);
+    let here = boundary_distance(logit, &s.grad);
+    // Gradient of zeta from the gradient of the logit.
+    s.grad.iter_mut().for_each(|g| *g *= z * (1.0 - z));
+    let out = modulate(v, x, z, &s.grad, cfg)?;
+    normalize_speed(v, cfg);
+    let Some(h) = step.filter(|_| cfg.lookahead) else {
+        return Some(out);
+    };
+    let gnorm = s.grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+    for attempt in 0..12 {
+        for k in 0..d {
+            s.next[k] = x[k] + h * v[k];
+        }
+        let ln = f.logit_grad(&s.next, &mut s.next_grad, &mut s.net);
+        if !ln.is_finite() {
+            break;
+        }
+        // Never step into the learned obstacle or its margin; within them, never go deeper.
+        let there = boundary_distance(ln, &s.next_grad);
+        if (ln >= 0.0 && there >= cfg.safety_margin) || there >= here {
+            return Some(out);
+        }
+        if attempt == 0 && gnorm > 0.0 {
+            let inward: f64 = s
+                .grad
+                .iter()
+                .zip(v.iter())
+                .map(|(g, vi)| -g * vi)
+                .sum::<f64>()
+                / gnorm;
+            if inward > 0.0 {
+                // Slide along the boundary at the same speed.
+                let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+                for (vi, g) in v.iter_mut().zip(&s.grad) {
+                    *vi += inward * g / gnorm;
+                }
+                let tangential = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+                if tangential > 1e-12 {
+                    v.iter_mut().for_each(|c| *c *= speed / tangential);
+                }
+                continue;
+            }
+        }
+        v.iter_mut().for_each(|c| *c *= 0.5);
+    }
+    v.iter_mut().for_each(|c| *c = 0.0);
+    Some(Modulated {
+        gamma: out.gamma,
+        active: true,
+    })
+}
+
+#[inline]
+fn sigmoid(z: f64) -> f64 {
+    if z >= 0.0 {
+        1.0 / (1.0 + (-z).exp())
+    } else {
+        let e = z.exp();
+        e / (1.0 + e)
+    }
+}
+
+/// Velocity-space counterpart of the modulation, for constraints on the command itself: move the
+/// command onto the learned feasible set along the normal (Newton steps on zeta = target), which keeps
+/// the tangential part of the command as the modulation does at Gamma = 1; if that fails, scale it
+/// towards zero velocity (the reference point of velocity space, always feasible) until feasible.
+/// Returns false if even zero velocity is infeasible for the network (the command is then zero).
+pub fn project_velocity(
+    a: &mut [f64],
+    net: &Mlp,
+    target: f64,
+    scratch: &mut Scratch,
+    grad: &mut [f64],
+    trial: &mut [f64],
+) -> bool {
+    let z0 = net.zeta_and_grad(a, grad, scratch);
+    if z0 >= target {
+        return true;
+    }
+    trial.copy_from_slice(a);
+    let mut z = z0;
+    for _ in 0..30 {
+        let g2: f64 = grad.iter().map(|g| g * g).sum();
+        if g2 < 1e-18 {
+            break;
+        }
+        let step = (target + 1e-3 - z) / g2;
+        for (t, g) in trial.iter_mut().zip(grad.iter()) {
+            *t += step * g;
+        }
+        z = net.zeta_and_grad(trial, grad, scratch);
+        if z >= target {
+            a.copy_from_slice(trial);
+            return true;
+        }
+    }
+    // Radial fallback: the largest s in [0, 1] with zeta(s a) >= target, marching from zero so that
+    // the first boundary crossing is found.
+    trial.iter_mut().for_each(|t| *t = 0.0);
+    if net.zeta(trial, scratch) < target {
+        a.iter_mut().for_each(|c| *c = 0.0);
+        return false;
+    }
+    let (mut ok, mut bad) = (0.0, 1.0);
+    for j in 1..=16 {
+        let s = j as f64 / 16.0;
+        trial.iter_mut().zip(a.iter()).for_each(|(t, c)| *t = s * c);
+        if net.zeta(trial, scratch) < target {
+            bad = s;
+            break;
+        }
+        ok = s;
+    }
+    for _ in 0..30 {
+        let s = 0.5 * (ok + bad);
+        trial.iter_mut().zip(a.iter()).for_each(|(t, c)| *t = s * c);
+        if net.zeta(trial, scratch) >= target {
+            ok = s;
+        } else {
+            bad = s;
+        }
+    }
+    a.iter_mut().for_each(|c| *c *= ok);
+    true
+}
+
+/// How the learned constraint shapes the policy, from the task's feature map.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PolicySpace {
+    /// The constraint sees the positions: modulate the nominal DS in position space.
+    Position,
+    /// The constraint sees the command: project the nominal command in velocity space.
+    Velocity,
+}
+
+impl PolicySpace {
+    pub fn of(task: &Task) -> Result<PolicySpace, String> {
+        let m = task.action_dim();
+        if task.feature_dim() == m
+            && task
+                .features
+                .iter()
+                .enumerate()
+                .all(|(k, f)| *f == Feature::State(task.position_idx[k]))
+        {
+            Ok(PolicySpace::Position)
+        } else if task.feature_dim() == m
+            && task
+                .features
+                .iter()
+                .enumerate()
+                .all(|(k, f)| *f == Feature::Action(k))
+        {
+            Ok(PolicySpace::Velocity)
+        } else {
+            Err("DSM needs the constraint input to be the position components or the action components, in order".into())
+        }
+    }
+}
+
+/// The DSM policy: the nominal DS towards the goal, modulated by the learned zeta (or nominal when no
+/// network is given, as in iteration 0).
+pub struct DsmPolicy<'a> {
+    task: &'a Task,
+    net: Option<&'a Mlp>,
+    cfg: &'a DsmConfig,
+    space: PolicySpace,
+    goal: Vec<f64>,
+    step: f64,
+    scratch: ModulationScratch,
+    x: Vec<f64>,
+    trial: Vec<f64>,
+}
+
+impl<'a> DsmPolicy<'a> {
+    pub fn new(task: &'a Task, net: Option<&'a Mlp>, cfg: &'a DsmConfig) -> Result<Self, String> {
+        let space = PolicySpace::of(task)?;
+        let d = task.feature_dim();
+        Ok(DsmPolicy {
+            task,
+            net,
+            cfg,
+            space,
+            goal: task.goal().to_vec(),
+            step: task.spec.dynamics.dt * task.spec.dynamics.velocity_scale,
+            scratch: ModulationScratch::default(),
+            x: vec![0.0; d],
+            trial: vec![0.0; d],
+        })
+    }
+
+    /// Aim at another goal (constraint transfer).
+    pub fn with_goal(mut self, goal: &[f64]) -> Self {
+        self.goal = goal.to_vec();
+        self
+    }
+}
+
+impl Policy for DsmPolicy<'_> {
+    fn act(&mut self, state: &[f64], action: &mut [f64]) {
+        for (k, &i) in self.task.position_idx.iter().enumerate() {
+            action[k] = -self.cfg.gain * (state[i] - self.goal[k]);
+        }
+        match (self.space, self.net) {
+            (_, None) => normalize_speed(action, self.cfg),
+            (PolicySpace::Position, Some(net)) => {
+                for (k, &i) in self.task.position_idx.iter().enumerate() {
+                    self.x[k] = state[i];
+                }
+                safe_velocity(
+                    net,
+                    &self.x,
+                    action,
+                    self.cfg,
+                    Some(self.step),
+                    &mut self.scratch,
+                );
+            }
+            (PolicySpace::Velocity, Some(net)) => {
+                normalize_speed(action, self.cfg);
+                let s = &mut self.scratch;
+                s.grad.resize(action.len(), 0.0);
+                project_velocity(action, net, 0.5, &mut s.net, &mut s.grad, &mut self.trial);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Analytic zeta of a sphere of radius R at c: zeta = sigmoid(k (|x - c| - R)).
+    fn sphere(x: &[f64], c: &[f64], r: f64, k: f64) -> (f64, Vec<f64>) {
+        let d: Vec<f64> = x.iter().zip(c).map(|(a, b)| a - b).collect();
+        let n = d.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let z = 1.0 / (1.0 + (-k * (n - r)).exp());
+        let dz = z * (1.0 - z) * k;
+        (z, d.iter().map(|v| dz * v / n).collect())
+    }
+
+    #[test]
+    fn on_the_boundary_no_velocity_component_enters_the_obstacle() {
+        let cfg = DsmConfig::default();
+        let c = [0.0, 0.0, 0.0];
+        for (x, v) in [
+            ([0.5, 0.0, 0.0], [-1.0, 0.3, 0.2]),
+            ([0.0, 0.3, 0.4], [0.1, -2.0, -1.0]),
+            ([0.5, 0.0, 0.0], [-1.0, 0.0, 0.0]),
+        ] {
+            let (z, g) = sphere(&x, &c, 0.5, 40.0);
+            assert!((z - 0.5).abs() < 1e-12);
+            let mut m = v;
+            modulate(&mut m, &x, z, &g, &cfg).unwrap();
+            let inward: f64 = m.iter().zip(&x).map(|(a, b)| -a * b).sum();
+            assert!(inward.abs() < 1e-12, "inward component {inward}");
+        }
+    }
+
+    #[test]
+    fn reference_point_variant_matches_an_explicit_e_d_e_inverse() {
+        // Build E, D explicitly with nalgebra and compare with the closed form.
+        use nalgebra::{Matrix3, Vector3};
+        let x = Vector3::new(0.6, 0.2, -0.1);
+        let rp = [0.1, 0.05, 0.0];
+        let (z, g) = sphere(x.as_slice(), &[0.0, 0.0, 0.0], 0.5, 10.0);
+        let cfg = DsmConfig {
+            reference_point: Some(rp.to_vec()),
+            ..DsmConfig::default()
+        };
+        let v = Vector3::new(-1.0, 0.4, 0.3);
+        let mut m = [v[0], v[1], v[2]];
+        modulate(&mut m, x.as_slice(), z, &g, &cfg).unwrap();
+        let n = -Vector3::from_row_slice(&g).normalize();
+        let r = (x - Vector3::from_row_slice(&rp)).normalize();
+        let e1 = n.cross(&Vector3::new(0.0, 0.0, 1.0)).normalize();
+        let e2 = n.cross(&e1).normalize();
+        let e = Matrix3::from_columns(&[r, e1, e2]);
+        let gm = gamma(z, cfg.rho);
+        let d = Matrix3::from_diagonal(&Vector3::new(
+            1.0 - 1.0 / gm,
+            1.0 + 1.0 / gm,
+            1.0 + 1.0 / gm,
+        ));
+        let expect = e * d * e.try_inverse().unwrap() * v;
+        for k in 0..3 {
+            assert!((m[k] - expect[k]).abs() < 1e-12, "{m:?} vs {expect:?}");
+        }
+    }
+
+    #[test]
+    fn tail_effect_switch_leaves_motion_away_unmodulated() {
+        let x = [0.6, 0.0];
+        let (z, g) = sphere(&x, &[0.0, 0.0], 0.5, 20.0);
+        let away = [1.0, 0.5];
+        let off = DsmConfig {
+            tail_effect: false,
+            ..DsmConfig::default()
+        };
+        let mut m = away;
+        assert!(!modulate(&mut m, &x, z, &g, &off).unwrap().active);
+        assert_eq!(m, away);
+        let mut m = away;
+        assert!(
+            modulate(&mut m, &x, z, &g, &DsmConfig::default())
+                .unwrap()
+                .active
+        );
+        assert_ne!(m, away);
+    }
+
+    #[test]
+    fn non_finite_input_gives_zero_velocity() {
+        let mut v = [1.0, 2.0];
+        assert!(
+            modulate(
+                &mut v,
+                &[0.0, 0.0],
+                f64::NAN,
+                &[0.0, 1.0],
+                &DsmConfig::default()
+            )
+            .is_none()
+        );
+        assert_eq!(v, [0.0, 0.0]);
+    }
+
+    struct Sphere {
+        c: [f64; 3],
+        r: f64,
+        k: f64,
+    }
+    impl Feasibility for Sphere {
+        fn logit_grad(&self, x: &[f64], grad: &mut [f64], _: &mut Scratch) -> f64 {
+            let d: Vec<f64> = x.iter().zip(&self.c).map(|(a, b)| a - b).collect();
+            let n = d.iter().map(|v| v * v).sum::<f64>().sqrt();
+            for (g, v) in grad.iter_mut().zip(&d) {
+                *g = self.k * v / n;
+            }
+            self.k * (n - self.r)
+        }
+    }
+
+    #[test]
+    fn rollouts_from_thousands_of_random_starts_never_enter_the_learned_obstacle() {
+        // Modulated kinematic integration around an analytic sphere; the nominal DS points through it.
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+        let cfg = DsmConfig {
+            gain: 1.0,
+            ..DsmConfig::default()
+        };
+        let f = Sphere {
+            c: [0.0, 0.0, 0.0],
+            r: 0.3,
+            k: 60.0,
+        };
+        let (goal, h) = ([1.0, 0.0, 0.0], 0.01);
+        let mut s = ModulationScratch::default();
+        let (mut starts, mut reached) = (0, 0);
+        for _ in 0..3000 {
+            let mut x = [
+                rng.random_range(-1.0..-0.35),
+                rng.random_range(-0.5..0.5),
+                rng.random_range(-0.5..0.5),
+            ];
+            if sphere(&x, &f.c, f.r, f.k).0 <= 0.5 {
+                continue;
+            }
+            starts += 1;
+            for _ in 0..600 {
+                let mut v = [goal[0] - x[0], goal[1] - x[1], goal[2] - x[2]];
+                safe_velocity(&f, &x, &mut v, &cfg, Some(h), &mut s).unwrap();
+                for k in 0..3 {
+                    x[k] += h * v[k];
+                }
+                assert!(
+                    sphere(&x, &f.c, f.r, f.k).0 >= 0.5,
+                    "entered the learned obstacle at {x:?}"
+                );
+            }
+            reached += usize::from((x[0] - goal[0]).abs() + x[1].abs() + x[2].abs() < 0.05);
+        }
+        assert!(starts > 2000);
+        assert!(
+            reached as f64 > 0.95 * starts as f64,
+            "only {reached} of {starts} reached the goal"
+        );
+    }
+}
