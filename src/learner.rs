@@ -184,6 +184,8 @@ pub struct IterationStats {
 #[derive(Debug, Clone)]
 pub struct Learned {
     pub net: Mlp,
+    /// The policy settings to use the model with (the configured ones, completed by learning).
+    pub dsm: DsmConfig,
     pub memory_buffer: Points,
     pub history: Vec<IterationStats>,
     pub starts: Vec<Vec<f64>>,
@@ -277,10 +279,20 @@ pub fn learn(
     let mut traj = Trajectory::with_capacity(task);
     let mut scratch = Scratch::default();
     let mut stop_reason = format!("{} iterations done", cfg.iterations);
+    let mut dsm = cfg.dsm.clone();
+    if PolicySpace::of(task) == Ok(PolicySpace::Velocity) && dsm.velocity_reference.is_none() {
+        // The demonstrated commands are feasible: their mean is the reference of the projection.
+        let n = demo_points.len() as f64;
+        dsm.velocity_reference = Some(
+            (0..d)
+                .map(|k| demo_points.rows().map(|r| r[k]).sum::<f64>() / n)
+                .collect(),
+        );
+    }
     // The rollouts probe the learned boundary itself: the deployment safety margin is not applied here.
     let probe = DsmConfig {
         safety_margin: 0.0,
-        ..cfg.dsm.clone()
+        ..dsm.clone()
     };
     for it in 0..cfg.iterations {
         let ti = Instant::now();
@@ -379,6 +391,7 @@ pub fn learn(
     }
     Ok(Learned {
         net,
+        dsm,
         memory_buffer: memory,
         history,
         starts,
@@ -404,7 +417,8 @@ pub struct Evaluation {
 }
 
 /// The start of evaluation episode i: the given starts in turn; from the second pass on, positions
-/// perturbed by the task's start_jitter (seeded), so repeated episodes differ.
+/// perturbed by the task's start_jitter (seeded, within the bounds, resampled until truly feasible),
+/// so repeated episodes differ.
 pub fn episode_starts(
     task: &Task,
     starts: &[Vec<f64>],
@@ -413,10 +427,16 @@ pub fn episode_starts(
 ) -> Vec<Vec<f64>> {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let j = task.spec.start_jitter;
+    let zero = vec![0.0; task.action_dim()];
+    let mut psi = vec![0.0; task.feature_dim()];
     (0..episodes)
         .map(|i| {
-            let mut s = starts[i % starts.len()].clone();
-            if i >= starts.len() && j > 0.0 {
+            let base = &starts[i % starts.len()];
+            if i < starts.len() || j <= 0.0 {
+                return base.clone();
+            }
+            for _ in 0..1000 {
+                let mut s = base.clone();
                 for &k in &task.position_idx {
                     s[k] += rng.random_range(-j..=j);
                 }
@@ -425,8 +445,12 @@ pub fn episode_starts(
                         s[k] = s[k].clamp(lo[p], hi[p]);
                     }
                 }
+                task.features_into(&s, &zero, &mut psi);
+                if task.constrains_action() || !task.truly_infeasible(&psi) {
+                    return s;
+                }
             }
-            s
+            base.clone()
         })
         .collect()
 }

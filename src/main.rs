@@ -306,7 +306,7 @@ fn run(cli: Cli) -> Result<()> {
                 features: feature_infos(&task),
                 threshold: 0.5,
                 network: learned.net.clone(),
-                dsm: cfg.dsm.clone(),
+                dsm: learned.dsm.clone(),
                 settings: cfg.clone(),
                 seed,
                 starts: learned.starts.clone(),

@@ -40,15 +40,19 @@ pub struct DsmConfig {
     pub gain: f64,
     /// Gamma = (1 + 10 max(zeta - 0.5, 0))^(1/rho); the reference uses 0.2 (2 for the transfer task).
     pub rho: f64,
-    /// Speeds above `normalize_above` are scaled to `speed` (action units).
+    /// Speeds above `normalize_above` are scaled to `speed` (action units); null: never.
     pub speed: f64,
-    pub normalize_above: f64,
+    pub normalize_above: Option<f64>,
     /// Modulate also when moving away from the boundary (the reference does). Off: motion away from
     /// the learned obstacle passes unchanged, so a state inside it can leave.
     pub tail_effect: bool,
     /// A point inside the learned obstacle (feature space) that sets the first basis vector r; none: r = n.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reference_point: Option<Vec<f64>>,
+    /// Velocity constraints: a command known to be feasible that the feasible set is star-shaped
+    /// around; none: the learner uses the demonstrations' mean command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub velocity_reference: Option<Vec<f64>>,
     /// No modulation where |grad zeta| is below this (flat network: no boundary information).
     #[serde(default = "default_min_gradient")]
     pub min_gradient: f64,
@@ -77,9 +81,10 @@ impl Default for DsmConfig {
             gain: 2.0,
             rho: 0.2,
             speed: 1.0,
-            normalize_above: 0.05,
+            normalize_above: Some(0.05),
             tail_effect: true,
             reference_point: None,
+            velocity_reference: None,
             min_gradient: default_min_gradient(),
             lookahead: true,
             safety_margin: 0.0,
@@ -99,8 +104,12 @@ impl DsmConfig {
                 return Err(format!("dsm.{name} must be a finite number > 0, got {v}"));
             }
         }
-        if !(self.normalize_above.is_finite() && self.normalize_above >= 0.0) {
-            return Err("dsm.normalize_above must be a finite number >= 0".into());
+        if let Some(t) = self.normalize_above
+            && !(t.is_finite() && t >= 0.0)
+        {
+            return Err(
+                "dsm.normalize_above must be a finite number >= 0 (null: never normalize)".into(),
+            );
         }
         if !(self.min_gradient.is_finite() && self.min_gradient >= 0.0) {
             return Err("dsm.min_gradient must be a finite number >= 0".into());
@@ -165,22 +174,27 @@ pub fn modulate(
             active: false,
         });
     }
-    // n points into the learned obstacle: the gradient of (1 - zeta), normalized.
-    let nv: f64 = grad_zeta
-        .iter()
-        .zip(v.iter())
-        .map(|(gz, vi)| -gz * vi)
-        .sum::<f64>()
-        / gnorm;
+    // n points into the learned obstacle: the gradient of (1 - zeta).
+    Some(modulate_with(v, x, g, |k| -grad_zeta[k] / gnorm, cfg))
+}
+
+/// The modulation core for a given Gamma and unit normal `n(k)` pointing into the obstacle.
+fn modulate_with(
+    v: &mut [f64],
+    x: &[f64],
+    g: f64,
+    n: impl Fn(usize) -> f64,
+    cfg: &DsmConfig,
+) -> Modulated {
+    let nv: f64 = v.iter().enumerate().map(|(k, vi)| n(k) * vi).sum();
     if !cfg.tail_effect && nv <= 0.0 {
-        return Some(Modulated {
+        return Modulated {
             gamma: g,
             active: false,
-        });
+        };
     }
     let (l1, lt) = (1.0 - 1.0 / g, 1.0 + 1.0 / g);
     // r: from the reference point to x (pointing out of the obstacle), or the normal itself.
-    let mut use_normal = true;
     if let Some(rp) = &cfg.reference_point {
         let rn = x
             .iter()
@@ -189,37 +203,84 @@ pub fn modulate(
             .sum::<f64>()
             .sqrt();
         if rn > 0.0 {
-            let nr: f64 = grad_zeta
-                .iter()
-                .zip(x.iter().zip(rp))
-                .map(|(gz, (a, b))| -gz / gnorm * (a - b) / rn)
-                .sum();
+            let nr: f64 = (0..x.len()).map(|k| n(k) * (x[k] - rp[k]) / rn).sum();
             // r must not be (nearly) tangent to the boundary, else E is singular: fall back to n.
             if nr.abs() > 0.1 {
                 let c0 = nv / nr;
-                for (vi, (a, b)) in v.iter_mut().zip(x.iter().zip(rp)) {
-                    *vi = lt * *vi + (l1 - lt) * c0 * (a - b) / rn;
+                for (k, vi) in v.iter_mut().enumerate() {
+                    *vi = lt * *vi + (l1 - lt) * c0 * (x[k] - rp[k]) / rn;
                 }
-                use_normal = false;
+                return Modulated {
+                    gamma: g,
+                    active: true,
+                };
             }
         }
     }
-    if use_normal {
-        for (vi, gz) in v.iter_mut().zip(grad_zeta) {
-            *vi = lt * *vi + (l1 - lt) * nv * (-gz / gnorm);
-        }
+    for (k, vi) in v.iter_mut().enumerate() {
+        *vi = lt * *vi + (l1 - lt) * nv * n(k);
     }
-    Some(Modulated {
+    Modulated {
         gamma: g,
         active: true,
-    })
+    }
+}
+
+/// Modulate `v` (position space) around a known region that the dynamics block, with Huber's analytic
+/// Gamma: r / R for a vertical cylinder, the Mahalanobis radius for an ellipsoid (boxes and velocity
+/// limits are left alone). The tail effect is off: motion away from the region passes unchanged.
+pub fn modulate_around(v: &mut [f64], x: &[f64], shape: &crate::shape::Shape) {
+    use crate::shape::Shape;
+    let cfg = DsmConfig {
+        tail_effect: false,
+        reference_point: None,
+        ..DsmConfig::default()
+    };
+    match shape {
+        Shape::Cylinder { center, radius, .. } => {
+            let (dx, dy) = (x[0] - center[0], x[1] - center[1]);
+            let r = (dx * dx + dy * dy).sqrt();
+            if r > 1e-12 {
+                let g = (r / radius).max(1.0);
+                modulate_with(
+                    v,
+                    x,
+                    g,
+                    |k| match k {
+                        0 => -dx / r,
+                        1 => -dy / r,
+                        _ => 0.0,
+                    },
+                    &cfg,
+                );
+            }
+        }
+        Shape::Ellipsoid {
+            center,
+            precision,
+            margin,
+            ..
+        } if *margin == 0.0 => {
+            let n = center.len();
+            let d: Vec<f64> = x.iter().zip(center).map(|(a, b)| a - b).collect();
+            let pd: Vec<f64> = (0..n)
+                .map(|i| (0..n).map(|j| precision[i * n + j] * d[j]).sum())
+                .collect();
+            let q: f64 = d.iter().zip(&pd).map(|(a, b)| a * b).sum();
+            let norm = pd.iter().map(|c| c * c).sum::<f64>().sqrt();
+            if q > 0.0 && norm > 0.0 {
+                modulate_with(v, x, q.sqrt().max(1.0), |k| -pd[k] / norm, &cfg);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Scale a velocity to `speed` when its norm exceeds `normalize_above` (the reference's output rule).
 #[inline]
 pub fn normalize_speed(v: &mut [f64], cfg: &DsmConfig) {
     let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
-    if n > cfg.normalize_above && n > 0.0 {
+    if cfg.normalize_above.is_some_and(|t| n > t) && n > 0.0 {
         v.iter_mut().for_each(|c| *c *= cfg.speed / n);
     }
 }
@@ -312,67 +373,61 @@ fn sigmoid(z: f64) -> f64 {
     }
 }
 
-/// Velocity-space counterpart of the modulation, for constraints on the command itself: move the
-/// command onto the learned feasible set along the normal (Newton steps on zeta = target), which keeps
-/// the tangential part of the command as the modulation does at Gamma = 1; if that fails, scale it
-/// towards zero velocity (the reference point of velocity space, always feasible) until feasible.
-/// Returns false if even zero velocity is infeasible for the network (the command is then zero).
+/// Velocity-space counterpart of the modulation, for constraints on the command itself. The learned
+/// feasible set of commands is taken as star-shaped around a reference command known to be feasible
+/// (the demonstrations' mean command), as Huber's modulation takes an obstacle as star-shaped around
+/// its reference point: the command is moved along the ray from the reference to the nominal command
+/// to the last feasible point before the learned boundary. If the reference itself is infeasible for
+/// the network, the command is zero (stop). `margin`: the distance (command units) to keep from the
+/// learned boundary. Returns whether the command is learned-feasible.
 pub fn project_velocity(
     a: &mut [f64],
+    reference: &[f64],
     net: &Mlp,
-    target: f64,
+    margin: f64,
     scratch: &mut Scratch,
-    grad: &mut [f64],
     trial: &mut [f64],
 ) -> bool {
-    let z0 = net.zeta_and_grad(a, grad, scratch);
-    if z0 >= target {
+    let mut grad = [0.0f64; 16];
+    let mut feasible = |x: &[f64], scratch: &mut Scratch| {
+        let g = &mut grad[..x.len().min(16)];
+        let logit = net.logit_and_grad(x, g, scratch);
+        logit >= 0.0 && (margin <= 0.0 || boundary_distance(logit, g) >= margin)
+    };
+    if feasible(a, scratch) {
         return true;
     }
-    trial.copy_from_slice(a);
-    let mut z = z0;
-    for _ in 0..30 {
-        let g2: f64 = grad.iter().map(|g| g * g).sum();
-        if g2 < 1e-18 {
-            break;
-        }
-        let step = (target + 1e-3 - z) / g2;
-        for (t, g) in trial.iter_mut().zip(grad.iter()) {
-            *t += step * g;
-        }
-        z = net.zeta_and_grad(trial, grad, scratch);
-        if z >= target {
-            a.copy_from_slice(trial);
-            return true;
-        }
-    }
-    // Radial fallback: the largest s in [0, 1] with zeta(s a) >= target, marching from zero so that
-    // the first boundary crossing is found.
-    trial.iter_mut().for_each(|t| *t = 0.0);
-    if net.zeta(trial, scratch) < target {
+    if !feasible(reference, scratch) {
         a.iter_mut().for_each(|c| *c = 0.0);
         return false;
     }
+    let at = |s: f64, trial: &mut [f64], a: &[f64]| {
+        for ((t, r), c) in trial.iter_mut().zip(reference).zip(a) {
+            *t = r + s * (c - r);
+        }
+    };
+    // March from the reference to find the first crossing, then bisect it.
     let (mut ok, mut bad) = (0.0, 1.0);
-    for j in 1..=16 {
-        let s = j as f64 / 16.0;
-        trial.iter_mut().zip(a.iter()).for_each(|(t, c)| *t = s * c);
-        if net.zeta(trial, scratch) < target {
+    for j in 1..=32 {
+        let s = j as f64 / 32.0;
+        at(s, trial, a);
+        if !feasible(trial, scratch) {
             bad = s;
             break;
         }
         ok = s;
     }
-    for _ in 0..30 {
+    for _ in 0..40 {
         let s = 0.5 * (ok + bad);
-        trial.iter_mut().zip(a.iter()).for_each(|(t, c)| *t = s * c);
-        if net.zeta(trial, scratch) >= target {
+        at(s, trial, a);
+        if feasible(trial, scratch) {
             ok = s;
         } else {
             bad = s;
         }
     }
-    a.iter_mut().for_each(|c| *c *= ok);
+    at(ok, trial, a);
+    a.copy_from_slice(trial);
     true
 }
 
@@ -421,6 +476,7 @@ pub struct DsmPolicy<'a> {
     step: f64,
     scratch: ModulationScratch,
     x: Vec<f64>,
+    pos: Vec<f64>,
     trial: Vec<f64>,
 }
 
@@ -437,6 +493,7 @@ impl<'a> DsmPolicy<'a> {
             step: task.spec.dynamics.dt * task.spec.dynamics.velocity_scale,
             scratch: ModulationScratch::default(),
             x: vec![0.0; d],
+            pos: vec![0.0; task.action_dim()],
             trial: vec![0.0; d],
         })
     }
@@ -452,9 +509,19 @@ impl Policy for DsmPolicy<'_> {
     fn act(&mut self, state: &[f64], action: &mut [f64]) {
         for (k, &i) in self.task.position_idx.iter().enumerate() {
             action[k] = -self.cfg.gain * (state[i] - self.goal[k]);
+            self.pos[k] = state[i];
+        }
+        // Regions the dynamics block are known geometry: the nominal DS goes around them.
+        for b in &self.task.blocking {
+            modulate_around(action, &self.pos, b);
         }
         match (self.space, self.net) {
-            (_, None) => normalize_speed(action, self.cfg),
+            (PolicySpace::Velocity, None) => {
+                normalize_speed(action, self.cfg);
+                self.trial.copy_from_slice(action);
+                crate::sim::Simulator::limit_action(self.task, &self.trial, action);
+            }
+            (PolicySpace::Position, None) => normalize_speed(action, self.cfg),
             (PolicySpace::Position, Some(net)) => {
                 for (k, &i) in self.task.position_idx.iter().enumerate() {
                     self.x[k] = state[i];
@@ -470,9 +537,23 @@ impl Policy for DsmPolicy<'_> {
             }
             (PolicySpace::Velocity, Some(net)) => {
                 normalize_speed(action, self.cfg);
-                let s = &mut self.scratch;
-                s.grad.resize(action.len(), 0.0);
-                project_velocity(action, net, 0.5, &mut s.net, &mut s.grad, &mut self.trial);
+                // The command space is the task's action set: limit first, then project.
+                self.trial.copy_from_slice(action);
+                crate::sim::Simulator::limit_action(self.task, &self.trial, action);
+                let zero = [0.0; 8];
+                let reference = self
+                    .cfg
+                    .velocity_reference
+                    .as_deref()
+                    .unwrap_or(&zero[..action.len().min(8)]);
+                project_velocity(
+                    action,
+                    reference,
+                    net,
+                    self.cfg.safety_margin,
+                    &mut self.scratch.net,
+                    &mut self.trial,
+                );
             }
         }
     }
