@@ -41,6 +41,14 @@ pub struct IdentifyConfig {
     /// Eq. 3: from each unlabeled trajectory also add its state nearest to R.
     #[serde(default)]
     pub expansion: bool,
+    /// An expanded state must score at least this fraction of d_r: a state practically on a
+    /// demonstration is never labelled infeasible (with percentile selection: of the selection's cut).
+    #[serde(default = "half")]
+    pub expansion_min_score: f64,
+}
+
+fn half() -> f64 {
+    0.5
 }
 
 impl IdentifyConfig {
@@ -57,6 +65,11 @@ impl IdentifyConfig {
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.k == 0 {
             return Err("identify.k must be at least 1".into());
+        }
+        if !(self.expansion_min_score.is_finite()
+            && (0.0..=1.0).contains(&self.expansion_min_score))
+        {
+            return Err("identify.expansion_min_score must be in [0, 1]".into());
         }
         self.selection().map(|_| ())
     }
@@ -213,11 +226,9 @@ pub fn identify(
         return Ok(reliable);
     }
     let selection = cfg.selection().map_err(Error::Invalid)?;
-    let selected: Vec<bool> = match selection {
-        Selection::Threshold { d_r } => knn_scores(demos, &unlabeled, cfg.k, cfg.metric)?
-            .into_iter()
-            .map(|s| s >= d_r)
-            .collect(),
+    // Scores (in the space the selection works in) and the cut they are compared with.
+    let (scores, cut) = match selection {
+        Selection::Threshold { d_r } => (knn_scores(demos, &unlabeled, cfg.k, cfg.metric)?, d_r),
         Selection::Percentile { percent } => {
             let (d, u) = standardize(demos, &unlabeled);
             let scores = knn_scores(&d, &u, cfg.k, cfg.metric)?;
@@ -225,9 +236,10 @@ pub fn identify(
             sorted.sort_by(|a, b| b.total_cmp(a));
             let take = ((percent / 100.0) * scores.len() as f64).round().max(1.0) as usize;
             let cut = sorted[take.min(sorted.len()) - 1];
-            scores.into_iter().map(|s| s >= cut).collect()
+            (scores, cut)
         }
     };
+    let selected: Vec<bool> = scores.iter().map(|s| *s >= cut).collect();
     for (p, keep) in unlabeled.rows().zip(&selected) {
         if *keep {
             reliable.push(p);
@@ -240,11 +252,13 @@ pub fn identify(
         let mut extra = Points::new(demos.dim);
         let mut at = 0;
         for t in trajectories {
-            let scores = knn_scores(&known, t, cfg.k, cfg.metric)?;
-            if let Some((i, _)) = scores
+            let to_known = knn_scores(&known, t, cfg.k, cfg.metric)?;
+            if let Some((i, _)) = to_known
                 .iter()
                 .enumerate()
-                .filter(|(i, _)| !selected[at + i])
+                .filter(|(i, _)| {
+                    !selected[at + i] && scores[at + i] >= cfg.expansion_min_score * cut
+                })
                 .min_by(|a, b| a.1.total_cmp(b.1))
             {
                 extra.push(t.row(i));
@@ -290,6 +304,7 @@ mod tests {
             d_r: Some(0.6),
             percentile: None,
             expansion: false,
+            expansion_min_score: 0.0,
         };
         let none = Points::new(1);
         let r = identify(&d, &[t1.clone(), t2.clone()], &none, &cfg).unwrap();
@@ -316,6 +331,7 @@ mod tests {
             d_r: None,
             percentile: Some(25.0),
             expansion: false,
+            expansion_min_score: 0.0,
         };
         let r = identify(&d, &[u], &Points::new(2), &cfg).unwrap();
         assert_eq!(r.data, vec![5.0, 50.0]);
@@ -329,6 +345,7 @@ mod tests {
             d_r: Some(0.1),
             percentile: None,
             expansion: false,
+            expansion_min_score: 0.0,
         };
         assert!(bad.validate().unwrap_err().contains("identify.k"));
         let bad = IdentifyConfig {

@@ -1,0 +1,397 @@
+//! End-to-end tests of `pucl learn`, `eval`, `query` and `plot`, run as a user would run them.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn pucl(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pucl"))
+        .args(args)
+        .output()
+        .expect("run pucl")
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn reference(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/demos")
+        .join(name)
+        .to_str()
+        .unwrap()
+        .to_string()
+}
+
+/// One model of the cylinder task, learned once for all tests here.
+fn model_3d() -> &'static Path {
+    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, p) = MODEL.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("model.json");
+        let o = pucl(&[
+            "learn",
+            "--task",
+            "reach_obstacle_3d",
+            "--demos",
+            &reference("reach_obstacle_3d_ds.csv"),
+            "--seed",
+            "1",
+            "--out",
+            p.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        (d, p)
+    });
+    p
+}
+
+fn fails_with(args: &[&str], expected: &[&str]) {
+    let o = pucl(args);
+    let e = text(&o.stderr);
+    assert!(!o.status.success(), "expected failure for {args:?}");
+    assert!(!e.contains("panicked"), "panic for {args:?}: {e}");
+    for piece in expected {
+        assert!(e.contains(piece), "expected '{piece}' in: {e}");
+    }
+}
+
+#[test]
+fn learned_cylinder_model_is_accurate_and_its_policy_is_safe() {
+    let m = model_3d().to_str().unwrap();
+    let o = pucl(&[
+        "eval",
+        "--task",
+        "reach_obstacle_3d",
+        "--model",
+        m,
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert_eq!(out.lines().count(), 1, "exactly one JSON object: {out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for k in [
+        "iou",
+        "recall",
+        "precision",
+        "unsafe_rate",
+        "violating_episodes",
+    ] {
+        assert!(v[k].is_f64(), "{k} missing in {v}");
+    }
+    // The benchmark's targets, with room for seed-to-seed spread.
+    assert!(v["iou"].as_f64().unwrap() > 0.5, "{v}");
+    assert!(v["recall"].as_f64().unwrap() > 0.97, "{v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() < 0.005, "{v}");
+}
+
+#[test]
+fn model_file_is_self_describing() {
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model_3d()).unwrap()).unwrap();
+    assert_eq!(v["format"], "pucl.constraint_model");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["task"], "reach_obstacle_3d");
+    assert_eq!(v["threshold"], 0.5);
+    let names: Vec<&str> = v["features"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["x", "y", "z"]);
+    assert_eq!(v["features"][0]["unit"], "m");
+    assert_eq!(v["settings"]["identify"]["d_r"], 0.025);
+    assert!(v["summary"]["memory_buffer"].as_u64().unwrap() > 0);
+    assert!(v["summary"]["iou"].is_f64() && v["summary"]["final_loss"].is_f64());
+    assert_eq!(v["summary"]["demonstrations"], 12);
+}
+
+#[test]
+fn query_answers_inside_and_outside_with_the_gradient_pointing_out() {
+    let m = model_3d().to_str().unwrap();
+    let o = pucl(&[
+        "query", "--model", m, "--json", "0.55", "0.0", "0.05", "0.35", "-0.09", "0.05",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert_eq!(v["feasible"], serde_json::json!([false, true]));
+    let z = v["zeta"].as_array().unwrap();
+    assert!(z[0].as_f64().unwrap() < 0.5 && z[1].as_f64().unwrap() > 0.5);
+    assert_eq!(v["gradient"].as_array().unwrap().len(), 6);
+    // Just outside the cylinder on +y, zeta grows with y (away from the axis).
+    let o = pucl(&["query", "--model", m, "--json", "0.55", "0.045", "0.05"]);
+    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert!(v["gradient"][1].as_f64().unwrap() >= 0.0, "{v}");
+}
+
+#[test]
+fn plot_draws_the_heat_map() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("heat.png");
+    let o = pucl(&[
+        "plot",
+        "--task",
+        "reach_obstacle_3d",
+        "--model",
+        model_3d().to_str().unwrap(),
+        "--demos",
+        &reference("reach_obstacle_3d_ds.csv"),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let png = std::fs::read(&out).unwrap();
+    assert!(png.len() > 20_000 && &png[1..4] == b"PNG");
+}
+
+#[test]
+fn learning_is_deterministic_for_a_seed() {
+    let d = tempfile::tempdir().unwrap();
+    let run = |name: &str| {
+        let p = d.path().join(name);
+        let o = pucl(&[
+            "learn",
+            "--task",
+            "reach_obstacle_3d",
+            "--demos",
+            &reference("reach_obstacle_3d_ds.csv"),
+            "--seed",
+            "1",
+            "--out",
+            p.to_str().unwrap(),
+        ]);
+        assert!(o.status.success());
+        let mut v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+        v["summary"]["wall_seconds"] = serde_json::Value::Null;
+        for h in v["summary"]["history"].as_array_mut().unwrap() {
+            h["seconds"] = serde_json::Value::Null;
+        }
+        v
+    };
+    let a = run("a.json");
+    let mut b: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model_3d()).unwrap()).unwrap();
+    b["summary"]["wall_seconds"] = serde_json::Value::Null;
+    for h in b["summary"]["history"].as_array_mut().unwrap() {
+        h["seconds"] = serde_json::Value::Null;
+    }
+    assert_eq!(a, b);
+}
+
+#[test]
+fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
+    let d = tempfile::tempdir().unwrap();
+    for (task, demos) in [
+        ("point_ellipse_2d", "point_ellipse_2d.csv"),
+        ("reach_velocity_3d", "reach_velocity_3d.csv"),
+    ] {
+        let m = d.path().join(format!("{task}.json"));
+        let o = pucl(&[
+            "learn",
+            "--task",
+            task,
+            "--demos",
+            &reference(demos),
+            "--out",
+            m.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{task}: {}", text(&o.stderr));
+        let o = pucl(&[
+            "eval",
+            "--task",
+            task,
+            "--model",
+            m.to_str().unwrap(),
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+        assert!(v["iou"].as_f64().unwrap() > 0.5, "{task}: {v}");
+        assert!(v["unsafe_rate"].as_f64().unwrap() < 0.05, "{task}: {v}");
+    }
+}
+
+#[test]
+fn bad_demonstrations_or_settings_fail_cleanly_without_a_model_file() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d.path().join("m.json");
+    let o = out.to_str().unwrap();
+    let write = |name: &str, content: &str| {
+        let p = d.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let empty = write("empty.csv", "");
+    fails_with(
+        &[
+            "learn",
+            "--task",
+            "reach_obstacle_3d",
+            "--demos",
+            &empty,
+            "--out",
+            o,
+        ],
+        &["empty.csv", "empty"],
+    );
+    let bad = write(
+        "bad.csv",
+        "demo,step,x,y,z,ax,ay,az\n0,0,0.1,0.2,oops,0,0,0\n",
+    );
+    fails_with(
+        &[
+            "learn",
+            "--task",
+            "reach_obstacle_3d",
+            "--demos",
+            &bad,
+            "--out",
+            o,
+        ],
+        &["bad.csv:2", "field 'z'"],
+    );
+    fails_with(
+        &[
+            "learn",
+            "--task",
+            "reach_obstacle_3d",
+            "--demos",
+            &reference("point_ellipse_2d.csv"),
+            "--out",
+            o,
+        ],
+        &["wrong dimension"],
+    );
+    let demos = reference("reach_obstacle_3d_ds.csv");
+    for (name, yaml, expect) in [
+        ("unknown.yaml", "epochz: 3\n", "epochz"),
+        ("dr.yaml", "identify: {d_r: 0.0}\n", "d_r"),
+        ("negdr.yaml", "identify: {d_r: -0.1}\n", "d_r"),
+        ("k.yaml", "identify: {k: 0}\n", "identify.k"),
+        ("hidden.yaml", "hidden: []\n", "hidden"),
+        (
+            "pct.yaml",
+            "identify: {d_r: null, percentile: 0.0}\n",
+            "percentile",
+        ),
+        (
+            "pct2.yaml",
+            "identify: {d_r: null, percentile: 100.0}\n",
+            "percentile",
+        ),
+        ("yaml.yaml", "identify: [\n", "yaml.yaml"),
+    ] {
+        let cfg = write(name, yaml);
+        fails_with(
+            &[
+                "learn",
+                "--task",
+                "reach_obstacle_3d",
+                "--demos",
+                &demos,
+                "--config",
+                &cfg,
+                "--out",
+                o,
+            ],
+            &[name, expect],
+        );
+    }
+    assert!(!out.exists(), "no model file may be left behind");
+    assert_eq!(
+        std::fs::read_dir(d.path())
+            .unwrap()
+            .filter(|e| e
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".tmp"))
+            .count(),
+        0
+    );
+}
+
+#[test]
+fn models_of_the_wrong_dimension_or_corrupt_files_are_refused() {
+    let m = model_3d().to_str().unwrap();
+    fails_with(
+        &["eval", "--task", "point_ellipse_2d", "--model", m],
+        &["wrong dimension", "point_ellipse_2d"],
+    );
+    fails_with(
+        &["eval", "--task", "reach_velocity_3d", "--model", m],
+        &["wrong dimension", "ax"],
+    );
+    fails_with(
+        &[
+            "plot",
+            "--task",
+            "point_ellipse_2d",
+            "--model",
+            m,
+            "--out",
+            "/tmp/never.png",
+        ],
+        &["wrong dimension"],
+    );
+    fails_with(
+        &["query", "--model", m, "0.5", "0.1"],
+        &["not a multiple", "3"],
+    );
+    fails_with(
+        &["query", "--model", m, "0.5", "0.1", "NaN"],
+        &["not a finite number"],
+    );
+    fails_with(
+        &[
+            "eval",
+            "--task",
+            "reach_obstacle_3d",
+            "--model",
+            "/no/such/model.json",
+        ],
+        &["/no/such/model.json"],
+    );
+    let d = tempfile::tempdir().unwrap();
+    let text_of = std::fs::read_to_string(model_3d()).unwrap();
+    for (name, content, expect) in [
+        ("empty.json", String::new(), "empty"),
+        (
+            "truncated.json",
+            text_of[..text_of.len() / 2].to_string(),
+            "truncated.json:1",
+        ),
+        (
+            "version.json",
+            text_of.replacen("\"version\":1", "\"version\":7", 1),
+            "version 7",
+        ),
+        (
+            "shape.json",
+            text_of.replacen("\"sizes\":[3,", "\"sizes\":[2,", 1),
+            "network",
+        ),
+        (
+            "format.json",
+            text_of.replacen("pucl.constraint_model", "other", 1),
+            "not a pucl constraint model",
+        ),
+    ] {
+        let p = d.path().join(name);
+        std::fs::write(&p, content).unwrap();
+        fails_with(
+            &[
+                "query",
+                "--model",
+                p.to_str().unwrap(),
+                "0.5",
+                "0.0",
+                "0.05",
+            ],
+            &[name, expect],
+        );
+    }
+}
