@@ -3,7 +3,7 @@
 //! n) and D = diag(1 - 1/Gamma, 1 + 1/Gamma, ...). Writing v = c0 r + (tangential part), with
 //! c0 = (n . v) / (n . r), gives M v = lambda_t v + (lambda_1 - lambda_t) c0 r: no basis is built and
 //! nothing is allocated, in any dimension.
-use crate::network::{Mlp, Scratch};
+use crate::network::{Mlp, Scratch, sigmoid};
 use crate::sim::Policy;
 use crate::task::{Feature, Task};
 use serde::{Deserialize, Serialize};
@@ -361,16 +361,6 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
         gamma: out.gamma,
         active: true,
     })
-}
-
-#[inline]
-fn sigmoid(z: f64) -> f64 {
-    if z >= 0.0 {
-        1.0 / (1.0 + (-z).exp())
-    } else {
-        let e = z.exp();
-        e / (1.0 + e)
-    }
 }
 
 /// Velocity-space counterpart of the modulation, for constraints on the command itself. The learned

@@ -35,8 +35,9 @@ fn leaky(x: f64) -> f64 {
     if x > 0.0 { x } else { LEAK * x }
 }
 
+/// The logistic function, computed without overflow.
 #[inline]
-fn sigmoid(z: f64) -> f64 {
+pub fn sigmoid(z: f64) -> f64 {
     if z >= 0.0 {
         1.0 / (1.0 + (-z).exp())
     } else {

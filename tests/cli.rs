@@ -1,26 +1,7 @@
 //! End-to-end tests of the `pucl` command line, run as a user would run it.
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn pucl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pucl"))
-        .args(args)
-        .output()
-        .expect("run pucl")
-}
-
-fn stdout(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-fn reference(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data/demos")
-        .join(name)
-}
+mod common;
+use common::{fails_with, pucl, reference, stderr, stdout};
+use std::path::Path;
 
 /// Runs `pucl demos check --json` and returns the report.
 fn check(file: &Path, task: &str) -> serde_json::Value {
@@ -36,18 +17,6 @@ fn check(file: &Path, task: &str) -> serde_json::Value {
     serde_json::from_str(&stdout(&o)).expect("one JSON object")
 }
 
-/// A failing command: non-zero exit, an `error:` line containing every expected piece, no panic.
-fn fails_with(args: &[&str], expected: &[&str]) {
-    let o = pucl(args);
-    let e = stderr(&o);
-    assert!(!o.status.success(), "expected failure for {args:?}");
-    assert!(!e.contains("panicked"), "panic for {args:?}: {e}");
-    assert!(e.starts_with("error: "), "{e}");
-    for piece in expected {
-        assert!(e.contains(piece), "expected '{piece}' in: {e}");
-    }
-}
-
 #[test]
 fn reference_demonstrations_load_with_their_tasks() {
     for (file, task, demos, steps) in [
@@ -57,7 +26,7 @@ fn reference_demonstrations_load_with_their_tasks() {
         ("reach_velocity_3d.csv", "reach_velocity_3d", 29, 1062),
         ("reach_four_cups_3d_ds.csv", "reach_four_cups_3d", 19, 3947),
     ] {
-        let r = check(&reference(file), task);
+        let r = check(Path::new(&reference(file)), task);
         assert_eq!(
             (r["demos"].as_u64().unwrap(), r["steps"].as_u64().unwrap()),
             (demos, steps),
@@ -66,7 +35,10 @@ fn reference_demonstrations_load_with_their_tasks() {
         assert_eq!(r["reached_goal"].as_u64().unwrap(), demos, "{file}");
     }
     // The one reference row that exceeds a limit (ax = 1.0000093 > 1) is reported, not hidden.
-    let r = check(&reference("reach_velocity_3d.csv"), "reach_velocity_3d");
+    let r = check(
+        Path::new(&reference("reach_velocity_3d.csv")),
+        "reach_velocity_3d",
+    );
     assert_eq!(r["violating_steps"], 1);
 }
 
@@ -189,7 +161,7 @@ fn plot_task_writes_a_png_for_every_builtin_task() {
     ] {
         let out = d.path().join(format!("{task}.png"));
         let mut args = vec!["plot-task", "--task", task, "--out", out.to_str().unwrap()];
-        let demo_path = demos.map(|f| reference(f).to_str().unwrap().to_string());
+        let demo_path = demos.map(reference);
         if let Some(p) = &demo_path {
             args.extend(["--demos", p]);
         }
@@ -247,7 +219,7 @@ fn bad_demonstration_files_give_clear_errors_and_never_panic() {
         &[
             "demos",
             "check",
-            reference("reach_obstacle_3d_ds.csv").to_str().unwrap(),
+            &reference("reach_obstacle_3d_ds.csv"),
             "--task",
             t,
         ],

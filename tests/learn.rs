@@ -1,27 +1,8 @@
 //! End-to-end tests of `pucl learn`, `eval`, `query` and `plot`, run as a user would run them.
+mod common;
+use common::{fails_with, pucl, reference, stderr, stdout};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::OnceLock;
-
-fn pucl(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_pucl"))
-        .args(args)
-        .output()
-        .expect("run pucl")
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn reference(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("data/demos")
-        .join(name)
-        .to_str()
-        .unwrap()
-        .to_string()
-}
 
 /// One model of the cylinder task, learned once for all tests here.
 fn model_3d() -> &'static Path {
@@ -40,20 +21,10 @@ fn model_3d() -> &'static Path {
             "--out",
             p.to_str().unwrap(),
         ]);
-        assert!(o.status.success(), "{}", text(&o.stderr));
+        assert!(o.status.success(), "{}", stderr(&o));
         (d, p)
     });
     p
-}
-
-fn fails_with(args: &[&str], expected: &[&str]) {
-    let o = pucl(args);
-    let e = text(&o.stderr);
-    assert!(!o.status.success(), "expected failure for {args:?}");
-    assert!(!e.contains("panicked"), "panic for {args:?}: {e}");
-    for piece in expected {
-        assert!(e.contains(piece), "expected '{piece}' in: {e}");
-    }
 }
 
 #[test]
@@ -67,8 +38,8 @@ fn learned_cylinder_model_is_accurate_and_its_policy_is_safe() {
         m,
         "--json",
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let out = text(&o.stdout);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
     assert_eq!(out.lines().count(), 1, "exactly one JSON object: {out}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     for k in [
@@ -114,15 +85,15 @@ fn query_answers_inside_and_outside_with_the_gradient_pointing_out() {
     let o = pucl(&[
         "query", "--model", m, "--json", "0.55", "0.0", "0.05", "0.35", "-0.09", "0.05",
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
-    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert_eq!(v["feasible"], serde_json::json!([false, true]));
     let z = v["zeta"].as_array().unwrap();
     assert!(z[0].as_f64().unwrap() < 0.5 && z[1].as_f64().unwrap() > 0.5);
     assert_eq!(v["gradient"].as_array().unwrap().len(), 6);
     // Just outside the cylinder on +y, zeta grows with y (away from the axis).
     let o = pucl(&["query", "--model", m, "--json", "0.55", "0.045", "0.05"]);
-    let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(v["gradient"][1].as_f64().unwrap() >= 0.0, "{v}");
 }
 
@@ -141,7 +112,7 @@ fn plot_draws_the_heat_map() {
         "--out",
         out.to_str().unwrap(),
     ]);
-    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(o.status.success(), "{}", stderr(&o));
     let png = std::fs::read(&out).unwrap();
     assert!(png.len() > 20_000 && &png[1..4] == b"PNG");
 }
@@ -149,36 +120,31 @@ fn plot_draws_the_heat_map() {
 #[test]
 fn learning_is_deterministic_for_a_seed() {
     let d = tempfile::tempdir().unwrap();
-    let run = |name: &str| {
-        let p = d.path().join(name);
-        let o = pucl(&[
-            "learn",
-            "--task",
-            "reach_obstacle_3d",
-            "--demos",
-            &reference("reach_obstacle_3d_ds.csv"),
-            "--seed",
-            "1",
-            "--out",
-            p.to_str().unwrap(),
-        ]);
-        assert!(o.status.success());
-        let mut v: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
-        v["summary"]["wall_seconds"] = serde_json::Value::Null;
-        for h in v["summary"]["history"].as_array_mut().unwrap() {
-            h["seconds"] = serde_json::Value::Null;
-        }
-        v
-    };
-    let a = run("a.json");
-    let mut b: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(model_3d()).unwrap()).unwrap();
-    b["summary"]["wall_seconds"] = serde_json::Value::Null;
-    for h in b["summary"]["history"].as_array_mut().unwrap() {
+    let p = d.path().join("again.json");
+    let o = pucl(&[
+        "learn",
+        "--task",
+        "reach_obstacle_3d",
+        "--demos",
+        &reference("reach_obstacle_3d_ds.csv"),
+        "--seed",
+        "1",
+        "--out",
+        p.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(without_timing(&p), without_timing(model_3d()));
+}
+
+/// A model file's JSON with the wall-clock times removed (they differ between runs).
+fn without_timing(p: &Path) -> serde_json::Value {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    v["summary"]["wall_seconds"] = serde_json::Value::Null;
+    for h in v["summary"]["history"].as_array_mut().unwrap() {
         h["seconds"] = serde_json::Value::Null;
     }
-    assert_eq!(a, b);
+    v
 }
 
 #[test]
@@ -198,7 +164,7 @@ fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
             "--out",
             m.to_str().unwrap(),
         ]);
-        assert!(o.status.success(), "{task}: {}", text(&o.stderr));
+        assert!(o.status.success(), "{task}: {}", stderr(&o));
         let o = pucl(&[
             "eval",
             "--task",
@@ -207,7 +173,7 @@ fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
             m.to_str().unwrap(),
             "--json",
         ]);
-        let v: serde_json::Value = serde_json::from_str(&text(&o.stdout)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
         assert!(v["iou"].as_f64().unwrap() > 0.5, "{task}: {v}");
         assert!(v["unsafe_rate"].as_f64().unwrap() < 0.05, "{task}: {v}");
     }
