@@ -10,18 +10,7 @@ fn model_3d() -> &'static Path {
     let (_, p) = MODEL.get_or_init(|| {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join("model.json");
-        let o = pucl(&[
-            "learn",
-            "--task",
-            "reach_obstacle_3d",
-            "--demos",
-            &reference("reach_obstacle_3d_ds.csv"),
-            "--seed",
-            "1",
-            "--out",
-            p.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        learn_cylinder(&p);
         (d, p)
     });
     p
@@ -121,19 +110,25 @@ fn plot_draws_the_heat_map() {
 fn learning_is_deterministic_for_a_seed() {
     let d = tempfile::tempdir().unwrap();
     let p = d.path().join("again.json");
+    learn_cylinder(&p);
+    assert_eq!(without_timing(&p), without_timing(model_3d()));
+}
+
+/// Learn the cylinder task from its reference demonstrations with seed 1.
+fn learn_cylinder(out: &Path) {
+    let demos = reference("reach_obstacle_3d_ds.csv");
     let o = pucl(&[
         "learn",
         "--task",
         "reach_obstacle_3d",
         "--demos",
-        &reference("reach_obstacle_3d_ds.csv"),
+        &demos,
         "--seed",
         "1",
         "--out",
-        p.to_str().unwrap(),
+        out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert_eq!(without_timing(&p), without_timing(model_3d()));
 }
 
 /// A model file's JSON with the wall-clock times removed (they differ between runs).
