@@ -6,6 +6,7 @@
 pub mod demos;
 pub mod error;
 pub mod expert;
+pub mod filter;
 pub mod learner;
 pub mod metrics;
 pub mod model;

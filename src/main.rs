@@ -5,7 +5,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
 use pucl::expert::{ExpertOptions, generate};
 use pucl::learner::{LearnConfig, evaluate, learn};
-use pucl::model::{ConstraintModel, FORMAT, TrainingSummary, VERSION, feature_infos};
+use pucl::model::ConstraintModel;
 use pucl::modulation::DsmPolicy;
 use pucl::network::Scratch;
 use pucl::plot::{DEMO_COLOR, INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series};
@@ -298,34 +298,7 @@ fn run(cli: Cli) -> Result<()> {
             })?;
             bar.finish_and_clear();
             let last = learned.history.last().expect("at least one iteration");
-            let model = ConstraintModel {
-                format: FORMAT.into(),
-                version: VERSION,
-                created_by: format!("pucl {}", env!("CARGO_PKG_VERSION")),
-                task: task.name().into(),
-                features: feature_infos(&task),
-                threshold: 0.5,
-                network: learned.net.clone(),
-                dsm: learned.dsm.clone(),
-                settings: cfg.clone(),
-                seed,
-                starts: learned.starts.clone(),
-                memory_buffer: learned.memory_buffer.rows().map(<[f64]>::to_vec).collect(),
-                summary: TrainingSummary {
-                    iterations: learned.history.len(),
-                    stop_reason: learned.stop_reason.clone(),
-                    demonstrations: set.len(),
-                    demonstration_steps: set.total_steps(),
-                    reliable_infeasible: last.reliable_infeasible,
-                    memory_buffer: last.memory_buffer,
-                    final_loss: last.loss,
-                    wall_seconds: learned.seconds,
-                    iou: Some(last.iou),
-                    recall: Some(last.recall),
-                    precision: Some(last.precision),
-                    history: learned.history.clone(),
-                },
-            };
+            let model = ConstraintModel::from_learned(&task, &set, &cfg, seed, &learned);
             model.save(&out)?;
             println!(
                 "wrote {}: {} iterations in {:.1} s ({}), |M| {}, loss {:.4}, IoU {:.3}, recall {:.3}, precision {:.3}",

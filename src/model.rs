@@ -56,6 +56,10 @@ pub struct ConstraintModel {
     pub created_by: String,
     pub task: String,
     pub features: Vec<FeatureInfo>,
+    /// Position units per second per action unit (the task's dynamics.velocity_scale): converts
+    /// commands in physical units to the action units a velocity constraint was learned in.
+    #[serde(default = "one")]
+    pub velocity_scale: f64,
     pub threshold: f64,
     pub network: Mlp,
     /// The modulation settings the model was learned with (the policy that uses it).
@@ -67,6 +71,10 @@ pub struct ConstraintModel {
     /// The reliable infeasible states of all iterations (the memory buffer M).
     pub memory_buffer: Vec<Vec<f64>>,
     pub summary: TrainingSummary,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 pub fn feature_infos(task: &Task) -> Vec<FeatureInfo> {
@@ -89,6 +97,51 @@ pub fn feature_infos(task: &Task) -> Vec<FeatureInfo> {
 }
 
 impl ConstraintModel {
+    /// The model file of a learning run.
+    pub fn from_learned(
+        task: &Task,
+        demos: &crate::demos::DemoSet,
+        cfg: &LearnConfig,
+        seed: u64,
+        learned: &crate::learner::Learned,
+    ) -> Self {
+        let last = learned.history.last();
+        ConstraintModel {
+            format: FORMAT.into(),
+            version: VERSION,
+            created_by: format!("pucl {}", env!("CARGO_PKG_VERSION")),
+            task: task.name().into(),
+            features: feature_infos(task),
+            velocity_scale: task.spec.dynamics.velocity_scale,
+            threshold: 0.5,
+            network: learned.net.clone(),
+            dsm: learned.dsm.clone(),
+            settings: cfg.clone(),
+            seed,
+            starts: learned.starts.clone(),
+            memory_buffer: learned.memory_buffer.rows().map(<[f64]>::to_vec).collect(),
+            summary: TrainingSummary {
+                iterations: learned.history.len(),
+                stop_reason: learned.stop_reason.clone(),
+                demonstrations: demos.len(),
+                demonstration_steps: demos.total_steps(),
+                reliable_infeasible: last.map_or(0, |l| l.reliable_infeasible),
+                memory_buffer: learned.memory_buffer.len(),
+                final_loss: last.map_or(0.0, |l| l.loss),
+                wall_seconds: learned.seconds,
+                iou: last.map(|l| l.iou),
+                recall: last.map(|l| l.recall),
+                precision: last.map(|l| l.precision),
+                history: learned.history.clone(),
+            },
+        }
+    }
+
+    /// Whether the constraint sees the command (a velocity constraint) rather than the position.
+    pub fn constrains_command(&self) -> bool {
+        self.features.iter().all(|f| f.source == "action")
+    }
+
     pub fn dim(&self) -> usize {
         self.features.len()
     }
@@ -143,6 +196,12 @@ impl ConstraintModel {
                     "source of '{}' must be 'state' or 'action', found '{}'",
                     f.name, f.source
                 ),
+            ));
+        }
+        if !(self.velocity_scale.is_finite() && self.velocity_scale > 0.0) {
+            return Err(bad(
+                "velocity_scale",
+                format!("must be a finite number > 0, found {}", self.velocity_scale),
             ));
         }
         if !(self.threshold > 0.0 && self.threshold < 1.0) {

@@ -1,0 +1,385 @@
+//! The safety filter, free of ROS: it turns the latest pose and nominal twist into a safe twist with
+//! the learned constraint, and fails safe. The `safety_filter` node is a thin adapter around it.
+//!
+//! Position constraints: the linear velocity is modulated around the learned obstacle (Huber et al.),
+//! with the lookahead over one `lookahead_time` and the model's safety margin, and never made faster
+//! than commanded. Velocity constraints: the command (in the model's action units) is moved along the
+//! ray from the mean demonstrated command to the last learned-feasible command. The angular velocity
+//! passes through unchanged: the constraint is on the position (or the linear velocity).
+use crate::model::ConstraintModel;
+use crate::modulation::{DsmConfig, ModulationScratch, project_velocity, safe_velocity};
+use std::sync::Arc;
+
+/// Timeouts and behaviour, as the node's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FilterConfig {
+    /// A pose older than this (s) stops the robot.
+    pub pose_timeout: f64,
+    /// A command older than this (s) stops the robot.
+    pub cmd_timeout: f64,
+    /// After this long (s) of stopping for the same reason, stop publishing (like Nav2's collision_monitor).
+    pub stop_pub_timeout: f64,
+    /// Horizon of the sampled-data lookahead (s): the next command arrives within it.
+    pub lookahead_time: f64,
+}
+
+impl Default for FilterConfig {
+    fn default() -> Self {
+        FilterConfig {
+            pose_timeout: 0.5,
+            cmd_timeout: 0.5,
+            stop_pub_timeout: 1.0,
+            lookahead_time: 0.1,
+        }
+    }
+}
+
+/// Why the output is what it is (diagnostics say so).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Status {
+    /// The command was checked against the learned constraint (and changed if `modulated`).
+    Filtering {
+        modulated: bool,
+    },
+    /// `~/enable` is false: the command passes unchanged.
+    PassThrough,
+    NoModel,
+    NoPose,
+    NoCommand,
+    StalePose {
+        age: f64,
+    },
+    StaleCommand {
+        age: f64,
+    },
+    NonFinitePose,
+    NonFiniteCommand,
+}
+
+impl Status {
+    /// True when the output is a forced stop.
+    pub fn is_stop(&self) -> bool {
+        !matches!(self, Status::Filtering { .. } | Status::PassThrough)
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Status::Filtering { modulated: true } => {
+                "filtering: command modulated by the learned constraint".into()
+            }
+            Status::Filtering { modulated: false } => "filtering: command feasible, passed".into(),
+            Status::PassThrough => "disabled: pass-through".into(),
+            Status::NoModel => "stop: no constraint model loaded".into(),
+            Status::NoPose => "stop: no pose received".into(),
+            Status::NoCommand => "stop: no command received".into(),
+            Status::StalePose { age } => format!("stop: pose is stale ({age:.3} s old)"),
+            Status::StaleCommand { age } => format!("stop: command is stale ({age:.3} s old)"),
+            Status::NonFinitePose => "stop: pose has NaN or Inf".into(),
+            Status::NonFiniteCommand => "stop: command has NaN or Inf".into(),
+        }
+    }
+}
+
+/// One output of the filter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Output {
+    /// linear x, y, z then angular x, y, z.
+    pub twist: [f64; 6],
+    pub status: Status,
+    /// False once a stop has been repeated for `stop_pub_timeout`: go quiet.
+    pub publish: bool,
+}
+
+/// The filter's state.
+pub struct SafetyFilter {
+    pub config: FilterConfig,
+    model: Option<Arc<ConstraintModel>>,
+    pose: Option<(f64, [f64; 3])>,
+    command: Option<(f64, [f64; 6])>,
+    enabled: bool,
+    stop_since: Option<(f64, std::mem::Discriminant<Status>)>,
+    scratch: ModulationScratch,
+    trial: Vec<f64>,
+}
+
+impl SafetyFilter {
+    pub fn new(config: FilterConfig) -> Self {
+        SafetyFilter {
+            config,
+            model: None,
+            pose: None,
+            command: None,
+            enabled: true,
+            stop_since: None,
+            scratch: ModulationScratch::default(),
+            trial: vec![0.0; 3],
+        }
+    }
+
+    /// Install (or replace) the model; a model whose input is not 3-D is refused.
+    pub fn set_model(&mut self, model: Arc<ConstraintModel>) -> Result<(), String> {
+        if model.dim() != 3 {
+            return Err(format!(
+                "the filter needs a 3-D constraint (position or linear velocity), the model has {} inputs",
+                model.dim()
+            ));
+        }
+        self.model = Some(model);
+        Ok(())
+    }
+
+    pub fn model(&self) -> Option<&Arc<ConstraintModel>> {
+        self.model.as_ref()
+    }
+
+    pub fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// A pose (end-effector position) received at time `t` (s).
+    pub fn set_pose(&mut self, t: f64, position: [f64; 3]) {
+        self.pose = Some((t, position));
+    }
+
+    /// A nominal command received at time `t` (s).
+    pub fn set_command(&mut self, t: f64, twist: [f64; 6]) {
+        self.command = Some((t, twist));
+    }
+
+    /// The safe command at time `now` (s).
+    pub fn output(&mut self, now: f64) -> Output {
+        let status = self.evaluate(now);
+        let (twist, status) = match status {
+            Ok(out) => out,
+            Err(stop) => ([0.0; 6], stop),
+        };
+        let publish = if status.is_stop() {
+            let key = std::mem::discriminant(&status);
+            match self.stop_since {
+                Some((t0, k)) if k == key => now - t0 <= self.config.stop_pub_timeout,
+                _ => {
+                    self.stop_since = Some((now, key));
+                    true
+                }
+            }
+        } else {
+            self.stop_since = None;
+            true
+        };
+        Output {
+            twist,
+            status,
+            publish,
+        }
+    }
+
+    fn evaluate(&mut self, now: f64) -> Result<([f64; 6], Status), Status> {
+        let (tc, cmd) = self.command.ok_or(Status::NoCommand)?;
+        if cmd.iter().any(|v| !v.is_finite()) {
+            return Err(Status::NonFiniteCommand);
+        }
+        let age = now - tc;
+        if age > self.config.cmd_timeout {
+            return Err(Status::StaleCommand { age });
+        }
+        if !self.enabled {
+            return Ok((cmd, Status::PassThrough));
+        }
+        let model = self.model.clone().ok_or(Status::NoModel)?;
+        let mut out = cmd;
+        let modulated = if model.constrains_command() {
+            // Velocity constraint: the command in action units against the learned feasible set.
+            let k = model.velocity_scale;
+            let mut a = [cmd[0] / k, cmd[1] / k, cmd[2] / k];
+            let reference = model
+                .dsm
+                .velocity_reference
+                .clone()
+                .unwrap_or_else(|| vec![0.0; 3]);
+            let before = a;
+            project_velocity(
+                &mut a,
+                &reference,
+                &model.network,
+                model.dsm.safety_margin,
+                &mut self.scratch.net,
+                &mut self.trial,
+            );
+            for i in 0..3 {
+                out[i] = a[i] * k;
+            }
+            a != before
+        } else {
+            let (tp, pos) = self.pose.ok_or(Status::NoPose)?;
+            if pos.iter().any(|v| !v.is_finite()) {
+                return Err(Status::NonFinitePose);
+            }
+            let age = now - tp;
+            if age > self.config.pose_timeout {
+                return Err(Status::StalePose { age });
+            }
+            let mut v = [cmd[0], cmd[1], cmd[2]];
+            let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            // The filter keeps the commanded speed: no normalization, no speed-up.
+            let dsm = DsmConfig {
+                normalize_above: None,
+                ..model.dsm.clone()
+            };
+            if safe_velocity(
+                &model.network,
+                &pos,
+                &mut v,
+                &dsm,
+                Some(self.config.lookahead_time),
+                &mut self.scratch,
+            )
+            .is_none()
+            {
+                return Err(Status::NonFinitePose);
+            }
+            let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            if n > speed && n > 0.0 {
+                v.iter_mut().for_each(|c| *c *= speed / n);
+            }
+            out[..3].copy_from_slice(&v);
+            v != [cmd[0], cmd[1], cmd[2]]
+        };
+        Ok((out, Status::Filtering { modulated }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demos::DemoSet;
+    use crate::learner::{LearnConfig, learn};
+    use crate::task::Task;
+    use std::sync::OnceLock;
+
+    /// A model of the cylinder task, learned once (short schedule).
+    fn cylinder() -> Arc<ConstraintModel> {
+        static M: OnceLock<Arc<ConstraintModel>> = OnceLock::new();
+        M.get_or_init(|| {
+            let t = Task::load("reach_obstacle_3d").unwrap();
+            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("data/demos/reach_obstacle_3d_ds.csv");
+            let d = DemoSet::load(&p, &t).unwrap();
+            let cfg = LearnConfig::for_task("reach_obstacle_3d", None).unwrap();
+            let l = learn(&t, &d, &cfg, 1, &mut |_| {}).unwrap();
+            Arc::new(ConstraintModel::from_learned(&t, &d, &cfg, 1, &l))
+        })
+        .clone()
+    }
+
+    fn filter() -> SafetyFilter {
+        let mut f = SafetyFilter::new(FilterConfig::default());
+        f.set_model(cylinder()).unwrap();
+        f
+    }
+
+    #[test]
+    fn no_model_no_pose_no_command_stop() {
+        let mut f = SafetyFilter::new(FilterConfig::default());
+        assert_eq!(f.output(0.0).status, Status::NoCommand);
+        f.set_command(0.0, [0.1, 0.0, 0.0, 0.0, 0.0, 0.3]);
+        let o = f.output(0.0);
+        assert_eq!((o.twist, o.status), ([0.0; 6], Status::NoModel));
+        f.set_model(cylinder()).unwrap();
+        assert_eq!(f.output(0.0).status, Status::NoPose);
+    }
+
+    #[test]
+    fn stale_inputs_and_nan_stop_the_robot() {
+        let mut f = filter();
+        f.set_pose(0.0, [0.4, 0.1, 0.05]);
+        f.set_command(0.0, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert!(!f.output(0.1).status.is_stop());
+        assert!(matches!(
+            f.output(0.6).status,
+            Status::StalePose { .. } | Status::StaleCommand { .. }
+        ));
+        f.set_command(0.6, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let o = f.output(0.7);
+        assert_eq!(
+            (o.twist, o.status.clone()),
+            ([0.0; 6], Status::StalePose { age: 0.7 })
+        );
+        f.set_pose(0.7, [0.4, 0.1, 0.05]);
+        f.set_command(0.7, [f64::NAN, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(f.output(0.7).status, Status::NonFiniteCommand);
+        f.set_command(0.7, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        f.set_pose(0.7, [0.4, f64::INFINITY, 0.05]);
+        assert_eq!(f.output(0.7).status, Status::NonFinitePose);
+    }
+
+    #[test]
+    fn zeros_are_repeated_until_stop_pub_timeout_then_silent() {
+        let mut f = SafetyFilter::new(FilterConfig::default());
+        assert!(f.output(0.0).publish);
+        assert!(f.output(0.9).publish);
+        assert!(!f.output(1.1).publish);
+        f.set_model(cylinder()).unwrap();
+        f.set_pose(1.1, [0.4, 0.1, 0.05]);
+        f.set_command(1.1, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        assert!(f.output(1.2).publish, "publishing resumes with valid input");
+    }
+
+    #[test]
+    fn command_into_the_obstacle_at_the_boundary_loses_its_inward_part() {
+        let mut f = filter();
+        // A point just outside the learned cylinder on -x, moving +x (into it) and +y.
+        let m = cylinder();
+        let mut s = crate::network::Scratch::default();
+        let mut x = 0.45;
+        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut s) >= 0.5 {
+            x += 0.001;
+        }
+        f.set_pose(0.0, [x, 0.0, 0.05]);
+        f.set_command(0.0, [0.2, 0.05, 0.0, 0.0, 0.0, 0.7]);
+        let o = f.output(0.0);
+        assert_eq!(o.status, Status::Filtering { modulated: true });
+        let mut g = [0.0; 3];
+        m.network.zeta_and_grad(&[x, 0.0, 0.05], &mut g, &mut s);
+        let inward: f64 = -(o.twist[0] * g[0] + o.twist[1] * g[1] + o.twist[2] * g[2]);
+        assert!(inward <= 1e-9, "inward component {inward}: {:?}", o.twist);
+        assert_eq!(o.twist[5], 0.7, "angular velocity passes unchanged");
+        let speed = (o.twist[0].powi(2) + o.twist[1].powi(2) + o.twist[2].powi(2)).sqrt();
+        assert!(
+            speed <= (0.2f64.powi(2) + 0.05f64.powi(2)).sqrt() + 1e-12,
+            "never faster than commanded"
+        );
+    }
+
+    #[test]
+    fn disabled_filter_passes_the_command_and_far_commands_pass() {
+        let mut f = filter();
+        f.set_pose(0.0, [0.35, -0.09, 0.05]);
+        f.set_command(0.0, [-0.1, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let o = f.output(0.0);
+        assert!(!o.status.is_stop());
+        f.set_enabled(false);
+        f.set_command(0.0, [0.3, 0.2, 0.1, 0.0, 0.0, 0.0]);
+        let o = f.output(0.0);
+        assert_eq!(
+            (o.twist, o.status),
+            ([0.3, 0.2, 0.1, 0.0, 0.0, 0.0], Status::PassThrough)
+        );
+    }
+
+    #[test]
+    fn a_model_that_is_not_3d_is_refused() {
+        let mut m = (*cylinder()).clone();
+        m.features.pop();
+        m.network = crate::network::Mlp::new(2, &[4], 0);
+        assert!(
+            SafetyFilter::new(FilterConfig::default())
+                .set_model(Arc::new(m))
+                .unwrap_err()
+                .contains("3-D")
+        );
+    }
+}
