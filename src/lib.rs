@@ -14,6 +14,8 @@ pub mod modulation;
 pub mod network;
 pub mod plot;
 pub mod pu;
+#[cfg(feature = "ros")]
+pub mod ros;
 pub mod shape;
 pub mod sim;
 pub mod task;

@@ -153,6 +153,72 @@ impl ConstraintModel {
         (z >= self.threshold, z, g)
     }
 
+    /// The learned boundary as grid cells: infeasible cells with a feasible neighbour, on a grid of
+    /// `n` cells per axis over the box around the starts and the memory buffer (padded by a fifth).
+    /// Returns the cell centres and the cell size per axis. Empty for a velocity constraint.
+    pub fn boundary_cells(&self, n: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
+        let d = self.dim();
+        if self.constrains_command() || n < 2 {
+            return (Vec::new(), vec![0.0; d]);
+        }
+        let pos = |s: &Vec<f64>| -> Vec<f64> { self.features.iter().map(|f| s[f.index]).collect() };
+        let pts: Vec<Vec<f64>> = self
+            .starts
+            .iter()
+            .map(pos)
+            .chain(self.memory_buffer.iter().cloned())
+            .collect();
+        if pts.is_empty() {
+            return (Vec::new(), vec![0.0; d]);
+        }
+        let lo: Vec<f64> = (0..d)
+            .map(|k| pts.iter().map(|p| p[k]).fold(f64::INFINITY, f64::min))
+            .collect();
+        let hi: Vec<f64> = (0..d)
+            .map(|k| pts.iter().map(|p| p[k]).fold(f64::NEG_INFINITY, f64::max))
+            .collect();
+        let pad: Vec<f64> = (0..d).map(|k| 0.2 * (hi[k] - lo[k]).max(1e-3)).collect();
+        let step: Vec<f64> = (0..d)
+            .map(|k| (hi[k] - lo[k] + 2.0 * pad[k]) / (n - 1) as f64)
+            .collect();
+        let total = n.pow(d as u32);
+        let mut scratch = Scratch::default();
+        let mut x = vec![0.0; d];
+        let coord = |mut i: usize, x: &mut [f64]| {
+            for k in 0..d {
+                x[k] = lo[k] - pad[k] + (i % n) as f64 * step[k];
+                i /= n;
+            }
+        };
+        let infeasible: Vec<bool> = (0..total)
+            .map(|i| {
+                coord(i, &mut x);
+                self.network.zeta(&x, &mut scratch) < self.threshold
+            })
+            .collect();
+        let mut cells = Vec::new();
+        for i in 0..total {
+            if !infeasible[i] {
+                continue;
+            }
+            let mut stride = 1;
+            let surface = (0..d).any(|_| {
+                let c = (i / stride) % n;
+                let s = stride;
+                stride *= n;
+                (c > 0 && !infeasible[i - s])
+                    || (c + 1 < n && !infeasible[i + s])
+                    || c == 0
+                    || c + 1 == n
+            });
+            if surface {
+                coord(i, &mut x);
+                cells.push(x.clone());
+            }
+        }
+        (cells, step)
+    }
+
     /// Check every field; `path` names the file in errors.
     pub fn validate(&self, path: &Path) -> Result<()> {
         let bad = |field: &str, msg: String| Error::file(path, None, Some(field), msg);

@@ -1,0 +1,191 @@
+//! constraint_server: serves a learned constraint model. `~/query_feasibility` answers batches of states;
+//! the model is reloaded when its file changes or on `~/reload`, atomically (a query sees the old or
+//! the new model, never a half-loaded one). Publishes `~/constraint_info` and `~/boundary` markers
+//! (transient local) and `/diagnostics`.
+use futures::StreamExt;
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
+use pucl::model::ConstraintModel;
+use pucl::network::Scratch;
+use pucl::ros::{self, ERROR, OK, param_f64, param_string};
+use r2r::QosProfile;
+use r2r::pucl_interfaces::msg::ConstraintInfo;
+use r2r::pucl_interfaces::srv::QueryFeasibility;
+use r2r::visualization_msgs::msg::MarkerArray;
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+type Shared = Rc<RefCell<Option<Arc<ConstraintModel>>>>;
+
+fn answer(model: Option<&ConstraintModel>, states: &[f64]) -> QueryFeasibility::Response {
+    let mut r = QueryFeasibility::Response::default();
+    let Some(m) = model else {
+        r.error = "no constraint model loaded".into();
+        return r;
+    };
+    let d = m.dim();
+    if states.is_empty() || !states.len().is_multiple_of(d) {
+        r.error = format!(
+            "states has {} values, not a positive multiple of the model's dimension {d}",
+            states.len()
+        );
+        return r;
+    }
+    if let Some(i) = states.iter().position(|v| !v.is_finite()) {
+        r.error = format!("states[{i}] is not a finite number");
+        return r;
+    }
+    let mut scratch = Scratch::default();
+    for x in states.chunks(d) {
+        let (feasible, zeta, gradient) = m.query(x, &mut scratch);
+        r.feasible.push(feasible);
+        r.zeta.push(zeta);
+        r.gradient.extend(gradient);
+    }
+    r
+}
+
+fn info(m: &ConstraintModel, path: &str) -> ConstraintInfo {
+    ConstraintInfo {
+        loaded_at: ros::stamp(),
+        model_path: path.to_string(),
+        task: m.task.clone(),
+        feature_names: m.features.iter().map(|f| f.name.clone()).collect(),
+        feature_units: m
+            .features
+            .iter()
+            .map(|f| f.unit.clone().unwrap_or_default())
+            .collect(),
+        dimension: m.dim() as u32,
+        threshold: m.threshold,
+        iterations: m.summary.iterations as u32,
+        memory_buffer: m.summary.memory_buffer as u32,
+        final_loss: m.summary.final_loss,
+        iou: m.summary.iou.unwrap_or(f64::NAN),
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let ctx = r2r::Context::create()?;
+    let mut node = r2r::Node::create(ctx, "constraint_server", "")?;
+    let model_path = param_string(
+        &node,
+        "model_path",
+        "",
+        "constraint model file (pucl learn --out)",
+    );
+    let frame_id = param_string(
+        &node,
+        "frame_id",
+        "base_link",
+        "frame of the boundary markers",
+    );
+    let watch_period = param_f64(
+        &node,
+        "watch_period",
+        0.5,
+        "seconds between checks of the model file",
+    );
+    let latched = QosProfile::default().transient_local().keep_last(1);
+    let info_pub = node.create_publisher::<ConstraintInfo>("~/constraint_info", latched.clone())?;
+    let marker_pub = node.create_publisher::<MarkerArray>("~/boundary", latched)?;
+    let diag_pub = node.create_publisher::<r2r::diagnostic_msgs::msg::DiagnosticArray>(
+        "/diagnostics",
+        QosProfile::default(),
+    )?;
+    // A deep queue: a burst of queries (1 kHz clients) is served, not dropped by KEEP_LAST(10).
+    let mut queries = node.create_service::<QueryFeasibility::Service>(
+        "~/query_feasibility",
+        QosProfile::default().keep_last(1000),
+    )?;
+    let mut reloads = node.create_service::<r2r::std_srvs::srv::Trigger::Service>(
+        "~/reload",
+        QosProfile::default(),
+    )?;
+    let mut watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
+    let name = format!("{}: constraint_server", node.name()?);
+
+    let model: Shared = Rc::new(RefCell::new(None));
+    let version = Rc::new(RefCell::new(None));
+    // Load the file and swap the shared model in one step; on failure the previous model stays.
+    let reload = {
+        let (model, version, path, frame_id, name) = (
+            model.clone(),
+            version.clone(),
+            model_path.clone(),
+            frame_id.clone(),
+            name.clone(),
+        );
+        move || -> Result<String, String> {
+            let v = ros::file_version(std::path::Path::new(&path));
+            let result = ros::load_model(&path).map(|m| {
+                let m = Arc::new(m);
+                *model.borrow_mut() = Some(m.clone());
+                *version.borrow_mut() = v;
+                let _ = info_pub.publish(&info(&m, &path));
+                let _ = marker_pub.publish(&pucl::ros::markers::boundary(&m, &frame_id));
+                format!("loaded {path}: task {}, {} inputs", m.task, m.dim())
+            });
+            let (level, msg) = match &result {
+                Ok(m) => (OK, m.clone()),
+                Err(e) => (ERROR, format!("model not (re)loaded: {e}")),
+            };
+            let _ = diag_pub.publish(&ros::diagnostics(
+                &name,
+                level,
+                &msg,
+                &[("model_path", path.clone())],
+            ));
+            result
+        }
+    };
+    let reload = Rc::new(reload);
+    match reload() {
+        Ok(m) => r2r::log_info!(node.logger(), "{m}"),
+        Err(e) => r2r::log_error!(node.logger(), "{e}"),
+    }
+
+    let pool = LocalPool::new();
+    let spawner = pool.spawner();
+    let m = model.clone();
+    spawner.spawn_local(async move {
+        while let Some(req) = queries.next().await {
+            let current = m.borrow().clone();
+            let r = answer(current.as_deref(), &req.message.states);
+            let _ = req.respond(r);
+        }
+    })?;
+    let r = reload.clone();
+    let logger = node.logger().to_string();
+    spawner.spawn_local(async move {
+        while let Some(req) = reloads.next().await {
+            let out = r();
+            if let Err(e) = &out {
+                r2r::log_error!(&logger, "{e}");
+            }
+            let _ = req.respond(r2r::std_srvs::srv::Trigger::Response {
+                success: out.is_ok(),
+                message: out.unwrap_or_else(|e| e),
+            });
+        }
+    })?;
+    let (r, path, version) = (reload.clone(), model_path.clone(), version.clone());
+    let logger = node.logger().to_string();
+    spawner.spawn_local(async move {
+        while watch.tick().await.is_ok() {
+            let now = ros::file_version(std::path::Path::new(&path));
+            if now.is_some() && now != *version.borrow() {
+                match r() {
+                    Ok(m) => r2r::log_info!(&logger, "model file changed: {m}"),
+                    Err(e) => r2r::log_error!(&logger, "{e}"),
+                }
+                // Do not retry a broken file on every tick.
+                *version.borrow_mut() = now;
+            }
+        }
+    })?;
+    ros::spin(node, pool);
+    Ok(())
+}

@@ -1,0 +1,320 @@
+//! safety_filter: between a controller and the arm. Subscribes the nominal command (`cmd_vel_in`) and
+//! the end-effector pose (`ee_pose`), publishes the safe command on `cmd_vel_out` on every input and on
+//! a timer; stale or non-finite input and a missing model give a zero twist, with the reason on
+//! `/diagnostics` and in the log. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
+//! and a changed model file reload the model. Angular velocity passes unchanged.
+use futures::StreamExt;
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
+use pucl::filter::{FilterConfig, SafetyFilter, Status};
+use pucl::ros::{self, ERROR, OK, WARN, param_bool, param_f64, param_string};
+use r2r::QosProfile;
+use r2r::geometry_msgs::msg::{PoseStamped, Twist, TwistStamped, Vector3};
+use r2r::std_srvs::srv::{SetBool, Trigger};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn twist(v: &[f64; 6]) -> Twist {
+    Twist {
+        linear: Vector3 {
+            x: v[0],
+            y: v[1],
+            z: v[2],
+        },
+        angular: Vector3 {
+            x: v[3],
+            y: v[4],
+            z: v[5],
+        },
+    }
+}
+
+fn values(t: &Twist) -> [f64; 6] {
+    [
+        t.linear.x,
+        t.linear.y,
+        t.linear.z,
+        t.angular.x,
+        t.angular.y,
+        t.angular.z,
+    ]
+}
+
+enum Out {
+    Plain(r2r::Publisher<Twist>),
+    Stamped(r2r::Publisher<TwistStamped>, String),
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let ctx = r2r::Context::create()?;
+    let mut node = r2r::Node::create(ctx, "safety_filter", "")?;
+    let d = FilterConfig::default();
+    let model_path = param_string(
+        &node,
+        "model_path",
+        "",
+        "constraint model file (pucl learn --out)",
+    );
+    let stamped = param_bool(
+        &node,
+        "enable_stamped_cmd_vel",
+        true,
+        "TwistStamped (true) or Twist (false) in and out",
+    );
+    let cmd_in = param_string(
+        &node,
+        "cmd_vel_in_topic",
+        "cmd_vel_in",
+        "nominal command from the controller",
+    );
+    let cmd_out = param_string(
+        &node,
+        "cmd_vel_out_topic",
+        "cmd_vel_out",
+        "safe command to the arm",
+    );
+    let pose_topic = param_string(
+        &node,
+        "pose_topic",
+        "ee_pose",
+        "end-effector pose (PoseStamped)",
+    );
+    let frame_id = param_string(
+        &node,
+        "frame_id",
+        "base_link",
+        "frame of unstamped output commands",
+    );
+    let config = FilterConfig {
+        pose_timeout: param_f64(
+            &node,
+            "pose_timeout",
+            d.pose_timeout,
+            "seconds after which the pose is stale: stop",
+        ),
+        cmd_timeout: param_f64(
+            &node,
+            "cmd_timeout",
+            d.cmd_timeout,
+            "seconds after which the command is stale: stop",
+        ),
+        stop_pub_timeout: param_f64(
+            &node,
+            "stop_pub_timeout",
+            d.stop_pub_timeout,
+            "seconds of publishing zeros before going quiet",
+        ),
+        lookahead_time: param_f64(
+            &node,
+            "lookahead_time",
+            d.lookahead_time,
+            "horizon of the sampled-data lookahead (s)",
+        ),
+        tail_effect: Some(param_bool(
+            &node,
+            "tail_effect",
+            false,
+            "also modulate commands moving away from the learned obstacle",
+        )),
+        reference_point: {
+            let r = ros::param_f64_array(
+                &node,
+                "reference_point",
+                &[],
+                "point inside the learned obstacle (empty: use the normal)",
+            );
+            (r.len() == 3).then_some(r)
+        },
+    };
+    let period = param_f64(
+        &node,
+        "publish_period",
+        0.02,
+        "seconds between timer outputs",
+    );
+    let watch_period = param_f64(
+        &node,
+        "watch_period",
+        0.5,
+        "seconds between checks of the model file",
+    );
+    let enabled = param_bool(
+        &node,
+        "enabled",
+        true,
+        "filter on start (false: pass-through)",
+    );
+
+    let reliable = QosProfile::default().reliable().keep_last(10);
+    let out = if stamped {
+        Out::Stamped(
+            node.create_publisher::<TwistStamped>(&cmd_out, reliable.clone())?,
+            frame_id.clone(),
+        )
+    } else {
+        Out::Plain(node.create_publisher::<Twist>(&cmd_out, reliable.clone())?)
+    };
+    let diag_pub = node.create_publisher::<r2r::diagnostic_msgs::msg::DiagnosticArray>(
+        "/diagnostics",
+        QosProfile::default(),
+    )?;
+    let name = format!("{}: safety_filter", node.name()?);
+    let logger = node.logger().to_string();
+
+    let filter = Rc::new(RefCell::new(SafetyFilter::new(config)));
+    filter.borrow_mut().set_enabled(enabled);
+    let last_status = Rc::new(RefCell::new(None::<Status>));
+    // Compute and publish the output; report status changes on /diagnostics and in the log.
+    let emit = {
+        let (filter, last_status, name, logger) = (
+            filter.clone(),
+            last_status.clone(),
+            name.clone(),
+            logger.clone(),
+        );
+        move |frame: Option<String>| {
+            let o = filter.borrow_mut().output(ros::mono_now());
+            if o.publish {
+                match &out {
+                    Out::Plain(p) => {
+                        let _ = p.publish(&twist(&o.twist));
+                    }
+                    Out::Stamped(p, default_frame) => {
+                        let header = r2r::std_msgs::msg::Header {
+                            stamp: ros::stamp(),
+                            frame_id: frame.unwrap_or_else(|| default_frame.clone()),
+                        };
+                        let _ = p.publish(&TwistStamped {
+                            header,
+                            twist: twist(&o.twist),
+                        });
+                    }
+                }
+            }
+            let changed = last_status.borrow().as_ref().map(std::mem::discriminant)
+                != Some(std::mem::discriminant(&o.status));
+            if changed {
+                let level = if o.status.is_stop() {
+                    ERROR
+                } else if o.status == Status::PassThrough {
+                    WARN
+                } else {
+                    OK
+                };
+                if o.status.is_stop() {
+                    r2r::log_warn!(&logger, "{}", o.status.message());
+                } else {
+                    r2r::log_info!(&logger, "{}", o.status.message());
+                }
+                let _ = diag_pub.publish(&ros::diagnostics(
+                    &name,
+                    level,
+                    &o.status.message(),
+                    &[("publishing", o.publish.to_string())],
+                ));
+            }
+            *last_status.borrow_mut() = Some(o.status);
+        }
+    };
+    let emit = Rc::new(emit);
+    let version = Rc::new(RefCell::new(None));
+    let reload = {
+        let (filter, version, path) = (filter.clone(), version.clone(), model_path.clone());
+        move || -> Result<String, String> {
+            let v = ros::file_version(std::path::Path::new(&path));
+            let m = ros::load_model(&path)?;
+            let msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
+            filter.borrow_mut().set_model(Arc::new(m))?;
+            *version.borrow_mut() = v;
+            Ok(msg)
+        }
+    };
+    let reload = Rc::new(reload);
+    match reload() {
+        Ok(m) => r2r::log_info!(&logger, "{m}"),
+        Err(e) => r2r::log_error!(&logger, "model not loaded: {e}"),
+    }
+
+    let pool = LocalPool::new();
+    let spawner = pool.spawner();
+    let (f, e) = (filter.clone(), emit.clone());
+    let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
+    spawner.spawn_local(async move {
+        while let Some(p) = poses.next().await {
+            let q = p.pose.position;
+            f.borrow_mut().set_pose(ros::mono_now(), [q.x, q.y, q.z]);
+        }
+        drop(e);
+    })?;
+    let (f, e) = (filter.clone(), emit.clone());
+    if stamped {
+        let mut cmds = node.subscribe::<TwistStamped>(&cmd_in, reliable.clone())?;
+        spawner.spawn_local(async move {
+            while let Some(c) = cmds.next().await {
+                f.borrow_mut()
+                    .set_command(ros::mono_now(), values(&c.twist));
+                e(Some(c.header.frame_id.clone()).filter(|s| !s.is_empty()));
+            }
+        })?;
+    } else {
+        let mut cmds = node.subscribe::<Twist>(&cmd_in, reliable)?;
+        spawner.spawn_local(async move {
+            while let Some(c) = cmds.next().await {
+                f.borrow_mut().set_command(ros::mono_now(), values(&c));
+                e(None);
+            }
+        })?;
+    }
+    let mut timer = node.create_wall_timer(Duration::from_secs_f64(period.max(0.001)))?;
+    let e = emit.clone();
+    spawner.spawn_local(async move {
+        while timer.tick().await.is_ok() {
+            e(None);
+        }
+    })?;
+    let mut enables = node.create_service::<SetBool::Service>("~/enable", QosProfile::default())?;
+    let f = filter.clone();
+    spawner.spawn_local(async move {
+        while let Some(req) = enables.next().await {
+            f.borrow_mut().set_enabled(req.message.data);
+            let message = if req.message.data {
+                "filtering"
+            } else {
+                "pass-through"
+            };
+            let _ = req.respond(SetBool::Response {
+                success: true,
+                message: message.into(),
+            });
+        }
+    })?;
+    let mut reloads = node.create_service::<Trigger::Service>("~/reload", QosProfile::default())?;
+    let r = reload.clone();
+    spawner.spawn_local(async move {
+        while let Some(req) = reloads.next().await {
+            let out = r();
+            let _ = req.respond(Trigger::Response {
+                success: out.is_ok(),
+                message: out.unwrap_or_else(|e| e),
+            });
+        }
+    })?;
+    let mut watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
+    let (r, path) = (reload.clone(), model_path.clone());
+    spawner.spawn_local(async move {
+        while watch.tick().await.is_ok() {
+            let now = ros::file_version(std::path::Path::new(&path));
+            if now.is_some() && now != *version.borrow() {
+                match r() {
+                    Ok(m) => r2r::log_info!(&logger, "model file changed: {m}"),
+                    Err(e) => r2r::log_error!(&logger, "model not reloaded: {e}"),
+                }
+                *version.borrow_mut() = now;
+            }
+        }
+    })?;
+    ros::spin(node, pool);
+    Ok(())
+}

@@ -1,0 +1,176 @@
+//! Thin ROS 2 adapters (r2r) shared by the nodes: parameters with declared defaults, time, diagnostics,
+//! the model file watch, and the spin loop. Everything else is library code.
+use crate::model::ConstraintModel;
+use futures::executor::LocalPool;
+use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
+use r2r::{Node, Parameter, ParameterValue};
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime};
+
+pub mod markers;
+
+/// The parameter `name` as given (params file or -p), or `default`, which is then declared so that it
+/// shows in the node's parameter list. A value of the wrong type is reported and the default used.
+fn param_value(
+    node: &Node,
+    name: &str,
+    default: ParameterValue,
+    description: &'static str,
+) -> ParameterValue {
+    let mut params = node.params.lock().expect("parameter lock");
+    match params.get(name).map(|p| p.value.clone()) {
+        Some(v) if !matches!(v, ParameterValue::NotSet) => v,
+        _ => {
+            let mut p = Parameter::new(default.clone());
+            p.description = description;
+            params.insert(name.to_string(), p);
+            default
+        }
+    }
+}
+
+fn wrong(node: &Node, name: &str, v: &ParameterValue, what: &str) {
+    r2r::log_error!(
+        node.logger(),
+        "parameter {name}: {v:?} is not {what}; using the default"
+    );
+}
+
+/// A double parameter (an integer is accepted: `100` in YAML is an integer).
+pub fn param_f64(node: &Node, name: &str, default: f64, description: &'static str) -> f64 {
+    match param_value(node, name, ParameterValue::Double(default), description) {
+        ParameterValue::Double(v) => v,
+        ParameterValue::Integer(v) => v as f64,
+        v => {
+            wrong(node, name, &v, "a number");
+            default
+        }
+    }
+}
+
+/// A double-array parameter.
+pub fn param_f64_array(
+    node: &Node,
+    name: &str,
+    default: &[f64],
+    description: &'static str,
+) -> Vec<f64> {
+    match param_value(
+        node,
+        name,
+        ParameterValue::DoubleArray(default.to_vec()),
+        description,
+    ) {
+        ParameterValue::DoubleArray(v) => v,
+        ParameterValue::IntegerArray(v) => v.into_iter().map(|i| i as f64).collect(),
+        v => {
+            wrong(node, name, &v, "an array of numbers");
+            default.to_vec()
+        }
+    }
+}
+
+pub fn param_bool(node: &Node, name: &str, default: bool, description: &'static str) -> bool {
+    match param_value(node, name, ParameterValue::Bool(default), description) {
+        ParameterValue::Bool(v) => v,
+        v => {
+            wrong(node, name, &v, "a bool");
+            default
+        }
+    }
+}
+
+pub fn param_string(node: &Node, name: &str, default: &str, description: &'static str) -> String {
+    match param_value(
+        node,
+        name,
+        ParameterValue::String(default.to_string()),
+        description,
+    ) {
+        ParameterValue::String(v) => v,
+        v => {
+            wrong(node, name, &v, "a string");
+            default.to_string()
+        }
+    }
+}
+
+/// Seconds on a monotonic clock since the process started (timeouts use this).
+pub fn mono_now() -> f64 {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_secs_f64()
+}
+
+/// The current ROS time as a message stamp.
+pub fn stamp() -> r2r::builtin_interfaces::msg::Time {
+    let d = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    r2r::builtin_interfaces::msg::Time {
+        sec: d.as_secs() as i32,
+        nanosec: d.subsec_nanos(),
+    }
+}
+
+/// A DiagnosticArray with one status of this node.
+pub fn diagnostics(
+    name: &str,
+    level: u8,
+    message: &str,
+    values: &[(&str, String)],
+) -> DiagnosticArray {
+    DiagnosticArray {
+        header: r2r::std_msgs::msg::Header {
+            stamp: stamp(),
+            frame_id: String::new(),
+        },
+        status: vec![DiagnosticStatus {
+            level,
+            name: name.to_string(),
+            message: message.to_string(),
+            hardware_id: "pucl".to_string(),
+            values: values
+                .iter()
+                .map(|(k, v)| KeyValue {
+                    key: (*k).to_string(),
+                    value: v.clone(),
+                })
+                .collect(),
+        }],
+    }
+}
+
+pub const OK: u8 = 0;
+pub const WARN: u8 = 1;
+pub const ERROR: u8 = 2;
+
+/// What identifies a version of the model file on disk.
+pub fn file_version(path: &Path) -> Option<(SystemTime, u64)> {
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len()))
+}
+
+/// Load a model file completely (validation included) before anyone sees it.
+pub fn load_model(path: &str) -> Result<ConstraintModel, String> {
+    if path.is_empty() {
+        return Err("parameter model_path is empty".into());
+    }
+    ConstraintModel::load(Path::new(path)).map_err(|e| e.to_string())
+}
+
+/// Spin the node and run the node's tasks until SIGINT or SIGTERM; then return, so that the node is
+/// dropped and leaves the ROS graph cleanly.
+pub fn spin(mut node: Node, mut pool: LocalPool) {
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flag = stop.clone();
+    if let Err(e) =
+        ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+    {
+        r2r::log_warn!(node.logger(), "no signal handler ({e}): stop with SIGKILL");
+    }
+    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+        node.spin_once(Duration::from_millis(2));
+        pool.run_until_stalled();
+    }
+    r2r::log_info!(node.logger(), "shutting down");
+}

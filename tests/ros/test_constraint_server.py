@@ -1,0 +1,110 @@
+"""constraint_server, driven by rclpy."""
+import math
+import os
+import random
+import shutil
+import time
+
+import rclpy
+from pucl_interfaces.msg import ConstraintInfo
+from pucl_interfaces.srv import QueryFeasibility
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_srvs.srv import Trigger
+from visualization_msgs.msg import MarkerArray
+
+from conftest import call, query_cli, wait_for
+
+
+def server(start_node, model, tmp_path, depth=10):
+    path = tmp_path / "served.json"
+    shutil.copy(model, path)
+    start_node("constraint_server", "constraint_server.yaml", model_path=path)
+    node = rclpy.create_node(f"test_client_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    # A client sending faster than it spins needs a deeper response queue than the default 10.
+    client = node.create_client(QueryFeasibility, "/constraint_server/query_feasibility", qos_profile=QoSProfile(depth=depth))
+    assert client.wait_for_service(timeout_sec=20), "service did not appear"
+    return node, client, path
+
+
+def states(n, seed=0):
+    r = random.Random(seed)
+    out = []
+    for _ in range(n):
+        out += [r.uniform(0.4, 0.7), r.uniform(-0.1, 0.1), r.uniform(0.03, 0.09)]
+    return out
+
+
+def test_batch_answers_equal_pucl_query(start_node, models, tmp_path):
+    node, client, _ = server(start_node, models[0], tmp_path)
+    xs = states(40)
+    r = call(node, client, QueryFeasibility.Request(states=xs))
+    assert r.error == ""
+    cli = query_cli(models[0], xs)
+    assert list(r.feasible) == cli["feasible"]
+    for a, b in zip(r.zeta, cli["zeta"]):
+        assert abs(a - b) <= 1e-12
+    for a, b in zip(r.gradient, cli["gradient"]):
+        assert abs(a - b) <= 1e-12 * max(1.0, abs(b))
+    node.destroy_node()
+
+
+def test_malformed_request_gets_an_error_and_the_node_keeps_serving(start_node, models, tmp_path):
+    node, client, _ = server(start_node, models[0], tmp_path)
+    r = call(node, client, QueryFeasibility.Request(states=[0.5, 0.0, 0.05, 0.1]))
+    assert "multiple" in r.error and len(r.zeta) == 0
+    r = call(node, client, QueryFeasibility.Request(states=[0.5, float("nan"), 0.05]))
+    assert "finite" in r.error
+    r = call(node, client, QueryFeasibility.Request(states=[0.55, 0.0, 0.05]))
+    assert r.error == "" and list(r.feasible) == [False]
+    node.destroy_node()
+
+
+def test_info_and_markers_are_latched(start_node, models, tmp_path):
+    node, _, path = server(start_node, models[0], tmp_path)
+    got = {}
+    qos = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    node.create_subscription(ConstraintInfo, "/constraint_server/constraint_info", lambda m: got.setdefault("info", m), qos)
+    node.create_subscription(MarkerArray, "/constraint_server/boundary", lambda m: got.setdefault("markers", m), qos)
+    assert wait_for(node, lambda: "info" in got and "markers" in got)
+    info = got["info"]
+    assert info.task == "reach_obstacle_3d" and list(info.feature_names) == ["x", "y", "z"] and info.dimension == 3
+    assert info.model_path == str(path) and info.threshold == 0.5 and not math.isnan(info.iou)
+    cubes = [m for m in got["markers"].markers if m.ns == "learned_boundary"]
+    assert cubes and len(cubes[0].points) > 50
+    node.destroy_node()
+
+
+def test_reload_under_1khz_queries_loses_none_and_never_mixes_models(start_node, models, tmp_path):
+    node, client, path = server(start_node, models[0], tmp_path, depth=5000)
+    x = [0.52, 0.035, 0.05]
+    za, zb = query_cli(models[0], x)["zeta"][0], query_cli(models[1], x)["zeta"][0]
+    assert abs(za - zb) > 1e-9, "the two models must answer differently"
+    reload = node.create_client(Trigger, "/constraint_server/reload")
+    assert reload.wait_for_service(timeout_sec=10)
+    futures, t0 = [], time.monotonic()
+    swapped = reloaded = None
+    for i in range(3000):
+        futures.append(client.call_async(QueryFeasibility.Request(states=x)))
+        if i == 1000:
+            # Replace the file atomically; the watch picks it up.
+            tmp = tmp_path / "incoming.json"
+            shutil.copy(models[1], tmp)
+            os.replace(tmp, path)
+            swapped = time.monotonic()
+        if i == 2000:
+            reloaded = reload.call_async(Trigger.Request())
+        rclpy.spin_once(node, timeout_sec=0)
+        delay = t0 + (i + 1) * 1e-3 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    assert wait_for(node, lambda: all(f.done() for f in futures) and reloaded.done(), timeout=30)
+    answers = [f.result() for f in futures]
+    assert all(a.error == "" for a in answers)
+    zs = [a.zeta[0] for a in answers]
+    assert all(z == za or z == zb for z in zs), "an answer came from neither model"
+    # Once the new model answers, the old never does again (one atomic swap).
+    first_b = zs.index(zb)
+    assert all(z == zb for z in zs[first_b:]) and first_b >= 1000
+    assert reloaded.result().success, reloaded.result().message
+    assert swapped is not None
+    node.destroy_node()

@@ -1,0 +1,117 @@
+"""safety_filter, driven by rclpy."""
+import math
+import os
+import random
+
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from std_srvs.srv import SetBool
+
+from conftest import call, query_cli, wait_for
+
+
+class Harness:
+    def __init__(self, start_node, model, **params):
+        self.proc = start_node("safety_filter", "safety_filter.yaml", model_path=model or "''", **params)
+        self.node = rclpy.create_node(f"filter_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
+        self.pose_pub = self.node.create_publisher(PoseStamped, "/ee_pose", 10)
+        self.cmd_pub = self.node.create_publisher(TwistStamped, "/cmd_vel_in", 10)
+        self.out, self.diag = [], []
+        self.node.create_subscription(TwistStamped, "/cmd_vel_out", self.out.append, 100)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diag.append, 100)
+        # Discovery: wait until the filter subscribes and publishes.
+        assert wait_for(self.node, lambda: self.pose_pub.get_subscription_count() > 0
+                        and self.cmd_pub.get_subscription_count() > 0 and len(self.out) > 0, timeout=20)
+
+    def pose(self, p):
+        m = PoseStamped()
+        m.header.frame_id = "base_link"
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = p
+        m.pose.orientation.w = 1.0
+        self.pose_pub.publish(m)
+
+    def cmd(self, v):
+        m = TwistStamped()
+        m.header.frame_id = "base_link"
+        (m.twist.linear.x, m.twist.linear.y, m.twist.linear.z,
+         m.twist.angular.x, m.twist.angular.y, m.twist.angular.z) = v
+        self.cmd_pub.publish(m)
+
+    def next_output(self, timeout=2.0):
+        n = len(self.out)
+        assert wait_for(self.node, lambda: len(self.out) > n, timeout)
+        t = self.out[-1].twist
+        return [t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z]
+
+    def respond(self, pose, v):
+        """Send pose and command, return the filter's answer to that command."""
+        self.pose(pose)
+        wait_for(self.node, lambda: False, timeout=0.05)  # let the pose arrive first
+        self.cmd(v)
+        target = [round(c, 9) for c in v]
+        for _ in range(50):
+            out = self.next_output()
+            if any(abs(c) > 0 for c in out) or target == [0.0] * 6:
+                return out
+        return out
+
+    def diagnosed(self, text, timeout=3.0):
+        return wait_for(self.node, lambda: any(text in s.message for a in self.diag for s in a.status), timeout)
+
+
+def boundary_point(model):
+    """A point on -x just outside the learned cylinder at y = 0, z = 0.05."""
+    xs = [0.40 + 0.001 * i for i in range(200)]
+    flat = []
+    for x in xs:
+        flat += [x, 0.0, 0.05]
+    feasible = query_cli(model, flat)["feasible"]
+    i = feasible.index(False) - 1
+    return [xs[i], 0.0, 0.05]
+
+
+def test_command_into_the_obstacle_loses_its_inward_part_and_away_passes(start_node, models):
+    h = Harness(start_node, models[0])
+    p = boundary_point(models[0])
+    g = query_cli(models[0], p)["gradient"]
+    out = h.respond(p, [0.2, 0.05, 0.0, 0.0, 0.0, 0.5])
+    inward = -(out[0] * g[0] + out[1] * g[1] + out[2] * g[2])
+    assert inward <= 1e-9, (out, g)
+    assert out[5] == 0.5, "angular velocity passes unchanged"
+    away = [-0.2, 0.03, 0.0, 0.0, 0.0, 0.0]
+    out = h.respond(p, away)
+    assert all(abs(a - b) < 1e-12 for a, b in zip(out, away)), out
+
+
+def test_stale_pose_stale_command_nan_and_no_model_give_zero_and_say_why(start_node, models):
+    h = Harness(start_node, models[0], publish_period=0.02)
+    far = [0.35, -0.09, 0.05]
+    out = h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert out[0] > 0
+    # Stale command: nothing new for longer than cmd_timeout (0.5 s), the timer publishes zeros.
+    assert wait_for(h.node, lambda: h.out[-1].twist.linear.x == 0.0, timeout=1.5)
+    assert h.diagnosed("command is stale")
+    # Stale pose: commands keep coming, poses stop.
+    h.diag.clear()
+    for _ in range(40):
+        h.cmd([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+        wait_for(h.node, lambda: False, timeout=0.025)
+    assert h.out[-1].twist.linear.x == 0.0 and h.diagnosed("pose is stale")
+    # NaN command.
+    h.diag.clear()
+    h.pose(far)
+    h.cmd([float("nan"), 0.0, 0.0, 0.0, 0.0, 0.0])
+    out = h.next_output()
+    assert out == [0.0] * 6 and h.diagnosed("NaN")
+
+
+def test_no_model_gives_zero_and_enable_false_passes_through(start_node):
+    h = Harness(start_node, None)
+    out = h.respond([0.35, -0.09, 0.05], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert out == [0.0] * 6 and h.diagnosed("no constraint model")
+    enable = h.node.create_client(SetBool, "/safety_filter/enable")
+    assert enable.wait_for_service(timeout_sec=10)
+    assert call(h.node, enable, SetBool.Request(data=False)).success
+    out = h.respond([0.35, -0.09, 0.05], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert out[0] == 0.1
