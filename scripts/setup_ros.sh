@@ -27,7 +27,7 @@ if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$IFACE_HASH" ] && [ -x "$V/bin/pyth
   exit 0
 fi
 
-if ! command -v clang >/dev/null || [ ! -e /usr/lib/llvm-14/lib/libclang.so ] && ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1; then
+if ! ls /usr/lib/llvm-*/lib/libclang.so >/dev/null 2>&1; then
   log "installing libclang-dev clang (r2r's bindgen)"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libclang-dev clang >/dev/null
 fi
