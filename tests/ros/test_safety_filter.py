@@ -1,7 +1,7 @@
 """safety_filter, driven by rclpy."""
-import math
 import os
 import random
+import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
@@ -89,8 +89,11 @@ def test_stale_pose_stale_command_nan_and_no_model_give_zero_and_say_why(start_n
     far = [0.35, -0.09, 0.05]
     out = h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert out[0] > 0
-    # Stale command: nothing new for longer than cmd_timeout (0.5 s), the timer publishes zeros.
+    last_command = time.monotonic()
+    # Stale command: nothing new for longer than cmd_timeout (0.5 s); the next timer output
+    # (publish_period 0.02 s) is a zero twist. Slack of 0.1 s for scheduling on a busy machine.
     assert wait_for(h.node, lambda: h.out[-1].twist.linear.x == 0.0, timeout=1.5)
+    assert time.monotonic() - last_command <= 0.5 + 0.02 + 0.1
     assert h.diagnosed("command is stale")
     # Stale pose: commands keep coming, poses stop.
     h.diag.clear()

@@ -1,0 +1,103 @@
+//! Safety-filter compute per command (library call, 3-D position constraint, [32, 32] network):
+//! `cargo bench --bench filter`. Prints the median and spread of the per-call time over batches.
+use pucl::demos::DemoSet;
+use pucl::filter::{FilterConfig, SafetyFilter};
+use pucl::learner::{LearnConfig, learn};
+use pucl::model::ConstraintModel;
+use pucl::network::Scratch;
+use pucl::task::Task;
+use rand::{RngExt, SeedableRng};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn percentile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+fn main() {
+    let task = Task::load("reach_obstacle_3d").expect("built-in task");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let demos =
+        DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).expect("demos");
+    let cfg = LearnConfig::for_task(task.name(), None).expect("settings");
+    let learned = learn(&task, &demos, &cfg, 1, &mut |_| {}).expect("learning");
+    let model = Arc::new(ConstraintModel::from_learned(
+        &task, &demos, &cfg, 1, &learned,
+    ));
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    // Poses around the obstacle (many near the boundary, where the modulation and lookahead work).
+    let poses: Vec<[f64; 3]> = (0..4096)
+        .map(|_| {
+            [
+                rng.random_range(0.45..0.65),
+                rng.random_range(-0.1..0.1),
+                rng.random_range(0.035..0.08),
+            ]
+        })
+        .collect();
+    let cmds: Vec<[f64; 6]> = (0..4096)
+        .map(|_| {
+            [
+                rng.random_range(-0.3..0.3),
+                rng.random_range(-0.3..0.3),
+                rng.random_range(-0.1..0.1),
+                0.0,
+                0.0,
+                0.2,
+            ]
+        })
+        .collect();
+    let mut scratch = Scratch::default();
+    let feasible = poses
+        .iter()
+        .filter(|p| model.network.zeta(&p[..], &mut scratch) >= 0.5)
+        .count();
+    let mut filter = SafetyFilter::new(FilterConfig::default());
+    filter.set_model(model.clone()).expect("3-D model");
+    let (batches, per) = (200, 4096);
+    let mut times = Vec::with_capacity(batches);
+    let mut sink = 0.0;
+    for b in 0..batches {
+        let t0 = Instant::now();
+        for i in 0..per {
+            let t = (b * per + i) as f64 * 1e-6;
+            filter.set_pose(t, poses[i]);
+            filter.set_command(t, cmds[i]);
+            sink += filter.output(t).twist[0];
+        }
+        times.push(t0.elapsed().as_secs_f64() * 1e6 / per as f64);
+    }
+    let mut zeta_times = Vec::with_capacity(batches);
+    let mut g = [0.0; 3];
+    for _ in 0..batches {
+        let t0 = Instant::now();
+        for p in &poses {
+            sink += model.network.zeta_and_grad(p, &mut g, &mut scratch);
+        }
+        zeta_times.push(t0.elapsed().as_secs_f64() * 1e6 / poses.len() as f64);
+    }
+    println!(
+        "safety filter compute per command, 3-D cylinder model [32, 32]; {batches} batches of {per} commands,"
+    );
+    println!(
+        "poses uniform over the evaluation box ({:.0} % learned-feasible); per-call microseconds",
+        100.0 * feasible as f64 / poses.len() as f64
+    );
+    println!();
+    println!("| what | median us | p10 us | p90 us |");
+    println!("|---|---|---|---|");
+    let (m, lo, hi) = (
+        percentile(&mut times, 0.5),
+        percentile(&mut times, 0.1),
+        percentile(&mut times, 0.9),
+    );
+    println!("| SafetyFilter::output (modulation + lookahead) | {m:.3} | {lo:.3} | {hi:.3} |");
+    let (m, lo, hi) = (
+        percentile(&mut zeta_times, 0.5),
+        percentile(&mut zeta_times, 0.1),
+        percentile(&mut zeta_times, 0.9),
+    );
+    println!("| zeta and gradient (one network evaluation) | {m:.3} | {lo:.3} | {hi:.3} |");
+    std::hint::black_box(sink);
+}
