@@ -403,6 +403,39 @@ mod tests {
     }
 
     #[test]
+    fn velocity_model_limits_the_command_in_velocity_space() {
+        let t = Task::load("reach_velocity_3d").unwrap();
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/demos/reach_velocity_3d.csv");
+        let d = DemoSet::load(&p, &t).unwrap();
+        let cfg = LearnConfig::for_task("reach_velocity_3d", None).unwrap();
+        let l = learn(&t, &d, &cfg, 1, &mut |_| {}).unwrap();
+        let m = Arc::new(ConstraintModel::from_learned(&t, &d, &cfg, 1, &l));
+        let mut f = SafetyFilter::new(FilterConfig::default());
+        f.set_model(m.clone()).unwrap();
+        // 1.3 action units along x (0.624 m/s) is beyond the true limit of 1 unit (0.48 m/s).
+        let k = m.velocity_scale;
+        f.set_command(0.0, [1.3 * k, 0.1 * k, 0.0, 0.0, 0.0, 0.4]);
+        let o = f.output(0.0);
+        assert_eq!(
+            o.status,
+            Status::Filtering { modulated: true },
+            "no pose needed for a velocity constraint"
+        );
+        let a = [o.twist[0] / k, o.twist[1] / k, o.twist[2] / k];
+        let mut s = crate::network::Scratch::default();
+        assert!(
+            m.network.zeta(&a, &mut s) >= 0.5,
+            "{a:?} is learned-feasible"
+        );
+        assert!(a[0] < 1.1 && a[0] > 0.5, "{a:?}");
+        assert_eq!(o.twist[5], 0.4);
+        // A demonstrated-like command passes unchanged.
+        f.set_command(0.0, [0.6 * k, 0.0, -0.1 * k, 0.0, 0.0, 0.0]);
+        assert_eq!(f.output(0.0).status, Status::Filtering { modulated: false });
+    }
+
+    #[test]
     fn a_model_that_is_not_3d_is_refused() {
         let mut m = (*cylinder()).clone();
         m.features.pop();
