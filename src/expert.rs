@@ -146,6 +146,16 @@ impl<'a> Expert<'a> {
         })
     }
 
+    /// The expert's policy from a start position: it tracks the planned path (for a live simulator).
+    pub fn policy(&self, start: &[f64]) -> Result<Box<dyn Policy + '_>, String> {
+        let path = self.planner.plan(start, self.task.goal())?;
+        Ok(Box::new(PathFollower::new(
+            self.task,
+            path,
+            self.speed_limits.clone(),
+        )))
+    }
+
     /// One demonstration from a start position.
     pub fn demonstrate(&self, sim: &mut Simulator, start: &[f64]) -> Result<Trajectory, String> {
         let path = self.planner.plan(start, self.task.goal())?;

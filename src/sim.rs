@@ -205,6 +205,131 @@ impl<'a> Simulator<'a> {
     }
 }
 
+/// A simulator advanced step by step by velocity commands in physical units (position units per
+/// second), as the ROS `kinematic_sim` node runs it. Commands are converted to action units, limited
+/// and integrated by the task's dynamics.
+pub struct LiveSim {
+    task: Task,
+    state: Vec<f64>,
+    next: Vec<f64>,
+    applied: Vec<f64>,
+    raw: Vec<f64>,
+}
+
+impl LiveSim {
+    /// At the task's first start.
+    pub fn new(task: Task) -> Self {
+        let state = task.start_state(&task.spec.starts[0]);
+        let (n, m) = (task.state_dim(), task.action_dim());
+        LiveSim {
+            task,
+            state,
+            next: vec![0.0; n],
+            applied: vec![0.0; m],
+            raw: vec![0.0; m],
+        }
+    }
+
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    pub fn state(&self) -> &[f64] {
+        &self.state
+    }
+
+    pub fn position(&self) -> Vec<f64> {
+        self.task.position_of(&self.state)
+    }
+
+    /// Move to a start position (velocity state zero); refused outside the bounds, inside a region the
+    /// dynamics block, or where the true constraint is violated.
+    pub fn reset(&mut self, position: &[f64]) -> Result<(), String> {
+        let t = &self.task;
+        let m = t.action_dim();
+        if position.len() != m {
+            return Err(format!(
+                "a start needs {m} values ({}), got {}",
+                t.spec.position.join(", "),
+                position.len()
+            ));
+        }
+        if position.iter().any(|v| !v.is_finite()) {
+            return Err("the start has NaN or Inf".into());
+        }
+        if let Some((lo, hi)) = &t.bounds
+            && position
+                .iter()
+                .zip(lo.iter().zip(hi))
+                .any(|(v, (l, h))| v < l || v > h)
+        {
+            return Err(format!(
+                "the start {position:?} is outside the workspace bounds"
+            ));
+        }
+        if t.blocking.iter().any(|b| b.contains(position)) {
+            return Err(format!(
+                "the start {position:?} is inside a region the dynamics block"
+            ));
+        }
+        let state = t.start_state(position);
+        let mut psi = vec![0.0; t.feature_dim()];
+        t.features_into(&state, &vec![0.0; m], &mut psi);
+        if !t.constrains_action() && t.truly_infeasible(&psi) {
+            return Err(format!(
+                "the start {position:?} is inside the obstacle (violates the true constraint)"
+            ));
+        }
+        self.state = state;
+        Ok(())
+    }
+
+    /// One step of the task's dt under `velocity` (position units per second); returns the applied
+    /// velocity (after the task's limits) in the same units. Non-finite commands stop.
+    pub fn step_velocity(&mut self, velocity: &[f64]) -> Vec<f64> {
+        let scale = self.task.spec.dynamics.velocity_scale;
+        for (r, v) in self.raw.iter_mut().zip(velocity) {
+            *r = v / scale;
+        }
+        self.step_action()
+    }
+
+    /// One step under an action in action units (e.g. from a policy); returns the applied velocity.
+    pub fn step_with(&mut self, policy: &mut dyn Policy) -> Vec<f64> {
+        self.raw.iter_mut().for_each(|r| *r = 0.0);
+        policy.act(&self.state, &mut self.raw);
+        self.step_action()
+    }
+
+    fn step_action(&mut self) -> Vec<f64> {
+        let mut sim = Simulator::new(&self.task);
+        sim.step(&self.state, &self.raw, &mut self.next, &mut self.applied);
+        std::mem::swap(&mut self.state, &mut self.next);
+        let scale = self.task.spec.dynamics.velocity_scale;
+        self.applied.iter().map(|a| a * scale).collect()
+    }
+
+    /// Within the goal tolerance.
+    pub fn at_goal(&self) -> bool {
+        let d: f64 = self
+            .task
+            .position_idx
+            .iter()
+            .zip(self.task.goal())
+            .map(|(&i, g)| (self.state[i] - g).powi(2))
+            .sum();
+        d.sqrt() < self.task.spec.goal.tolerance
+    }
+
+    /// Whether the current state violates the true constraint (for position constraints).
+    pub fn truly_infeasible(&self) -> bool {
+        let mut psi = vec![0.0; self.task.feature_dim()];
+        self.task
+            .features_into(&self.state, &self.applied, &mut psi);
+        self.task.truly_infeasible(&psi)
+    }
+}
+
 /// The task's reward for the step from `state` to `next`, and whether `next` reaches the goal.
 pub fn step_reward(t: &Task, state: &[f64], next: &[f64]) -> StepOutcome {
     let goal = t.goal();
@@ -349,6 +474,28 @@ mod tests {
         assert!(traj.reached_goal);
         let expect: f64 = 100.0 - (0..traj.len()).map(|i| traj.state(i)[0].abs()).sum::<f64>();
         assert!((traj.episode_return - expect).abs() < 1e-12);
+    }
+
+    #[test]
+    fn live_sim_converts_units_limits_and_refuses_bad_starts() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut s = LiveSim::new(t);
+        assert_eq!(s.position(), vec![0.35, -0.09, 0.05]);
+        // 0.24 m/s along x = 0.5 action units: 0.004 m per 1/60 s step.
+        let applied = s.step_velocity(&[0.24, 0.0, 0.0]);
+        assert!((applied[0] - 0.24).abs() < 1e-12 && (s.position()[0] - 0.354).abs() < 1e-12);
+        // 1 m/s exceeds the box of 1 action unit (0.48 m/s).
+        assert!((s.step_velocity(&[1.0, 0.0, 0.0])[0] - 0.48).abs() < 1e-12);
+        assert_eq!(s.step_velocity(&[f64::NAN, 0.0, 0.0]), vec![0.0, 0.0, 0.0]);
+        assert!(
+            s.reset(&[0.55, 0.0, 0.05])
+                .unwrap_err()
+                .contains("inside the obstacle")
+        );
+        assert!(s.reset(&[0.5, 0.5, 0.05]).unwrap_err().contains("bounds"));
+        assert!(s.reset(&[0.5, 0.0]).unwrap_err().contains("3 values"));
+        s.reset(&[0.44, 0.03, 0.09]).unwrap();
+        assert_eq!(s.position(), vec![0.44, 0.03, 0.09]);
     }
 
     #[test]
