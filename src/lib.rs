@@ -14,6 +14,7 @@ pub mod modulation;
 pub mod network;
 pub mod plot;
 pub mod pu;
+pub mod recorder;
 #[cfg(feature = "ros")]
 pub mod ros;
 pub mod shape;

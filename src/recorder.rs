@@ -1,0 +1,193 @@
+//! Recording demonstrations from a stream of (pose, applied velocity) samples, free of ROS: the
+//! `demo_recorder` node feeds it. Rows follow the reference demonstrations: (s_t, a_t) where a_t is
+//! the action that moved s_t to s_{t+1}; the state reached by the last action is not a row.
+use crate::demos::{DemoSet, Demonstration};
+use crate::task::Task;
+
+/// Automatic segmentation: start when the end effector moves, stop at the goal or when idle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AutoSegment {
+    /// Speed (position units per second) above which a sample counts as motion.
+    pub motion_threshold: f64,
+    /// Stop after this long (s) without motion.
+    pub idle_timeout: f64,
+}
+
+/// The recorder's state.
+pub struct Recorder {
+    task: Task,
+    pub demos: DemoSet,
+    recording: Option<Demonstration>,
+    /// The last pose (state) seen, waiting for the action that leaves it.
+    previous: Option<Vec<f64>>,
+    auto: Option<AutoSegment>,
+    last_motion: f64,
+}
+
+impl Recorder {
+    pub fn new(task: Task, auto: Option<AutoSegment>) -> Self {
+        let demos = DemoSet::new(&task);
+        Recorder {
+            task,
+            demos,
+            recording: None,
+            previous: None,
+            auto,
+            last_motion: 0.0,
+        }
+    }
+
+    pub fn task(&self) -> &Task {
+        &self.task
+    }
+
+    pub fn is_recording(&self) -> bool {
+        self.recording.is_some()
+    }
+
+    /// Steps in the demonstration being recorded.
+    pub fn current_len(&self) -> usize {
+        self.recording
+            .as_ref()
+            .map_or(0, |d| d.len(self.task.state_dim()))
+    }
+
+    /// Begin a demonstration (an error if one is being recorded).
+    pub fn start(&mut self) -> Result<(), String> {
+        if self.recording.is_some() {
+            return Err("already recording".into());
+        }
+        self.recording = Some(Demonstration {
+            states: Vec::new(),
+            actions: Vec::new(),
+            episode_return: None,
+        });
+        Ok(())
+    }
+
+    /// End the demonstration; it is kept if it has at least one step. Returns its number of steps.
+    pub fn stop(&mut self) -> Result<usize, String> {
+        let d = self
+            .recording
+            .take()
+            .ok_or("not recording: nothing to stop")?;
+        let n = d.len(self.task.state_dim());
+        if n == 0 {
+            return Err("the recording has no steps (no motion was received)".into());
+        }
+        self.demos.demos.push(d);
+        Ok(n)
+    }
+
+    /// A sample at time `t`: the pose `position` reached by applying `velocity` (position units per
+    /// second) from the previous pose. Returns Some(steps) when automatic segmentation ended a
+    /// demonstration. Non-finite samples are ignored.
+    pub fn sample(&mut self, t: f64, position: &[f64], velocity: &[f64]) -> Option<usize> {
+        let m = self.task.action_dim();
+        if position.len() != m
+            || velocity.len() != m
+            || position.iter().chain(velocity).any(|v| !v.is_finite())
+        {
+            return None;
+        }
+        let scale = self.task.spec.dynamics.velocity_scale;
+        let action: Vec<f64> = velocity.iter().map(|v| v / scale).collect();
+        let speed = velocity.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let mut ended = None;
+        if let Some(a) = &self.auto {
+            if speed > a.motion_threshold {
+                self.last_motion = t;
+                if self.recording.is_none() {
+                    let _ = self.start();
+                }
+            } else if self.recording.is_some() && t - self.last_motion > a.idle_timeout {
+                ended = self.stop().ok();
+            }
+        }
+        if let (Some(d), Some(prev)) = (self.recording.as_mut(), self.previous.as_ref())
+            && (speed > 0.0 || !d.states.is_empty())
+        {
+            d.states.extend_from_slice(prev);
+            d.actions.extend_from_slice(&action);
+        }
+        // The new state: position, and for tasks that carry it, the applied action as velocity state.
+        let mut state = self.task.start_state(position);
+        for (k, &i) in self.task.velocity_idx.iter().enumerate() {
+            state[i] = action[k];
+        }
+        let at_goal = {
+            let d: f64 = position
+                .iter()
+                .zip(self.task.goal())
+                .map(|(p, g)| (p - g).powi(2))
+                .sum();
+            d.sqrt() < self.task.spec.goal.tolerance
+        };
+        self.previous = Some(state);
+        if self.auto.is_some() && at_goal && self.recording.is_some() {
+            ended = self.stop().ok();
+        }
+        ended
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_pair_each_action_with_the_state_it_left() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut r = Recorder::new(t, None);
+        r.sample(0.0, &[0.35, -0.09, 0.05], &[0.0, 0.0, 0.0]);
+        r.start().unwrap();
+        r.sample(0.1, &[0.354, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        r.sample(0.2, &[0.358, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        assert_eq!(r.stop().unwrap(), 2);
+        let d = &r.demos;
+        assert_eq!(d.state(0, 0), &[0.35, -0.09, 0.05]);
+        assert_eq!(d.state(0, 1), &[0.354, -0.09, 0.05]);
+        assert_eq!(d.action(0, 1), &[0.5, 0.0, 0.0]);
+    }
+
+    #[test]
+    fn stop_without_recording_or_steps_is_an_error() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut r = Recorder::new(t, None);
+        assert!(r.stop().unwrap_err().contains("not recording"));
+        r.start().unwrap();
+        assert!(r.start().unwrap_err().contains("already"));
+        assert!(r.stop().unwrap_err().contains("no steps"));
+        assert!(r.demos.is_empty());
+    }
+
+    #[test]
+    fn automatic_segmentation_starts_on_motion_and_stops_at_the_goal_or_when_idle() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut r = Recorder::new(
+            t,
+            Some(AutoSegment {
+                motion_threshold: 0.01,
+                idle_timeout: 0.5,
+            }),
+        );
+        r.sample(0.0, &[0.60, 0.0, 0.04], &[0.0, 0.0, 0.0]);
+        assert!(!r.is_recording());
+        r.sample(0.1, &[0.64, 0.0, 0.04], &[0.4, 0.0, 0.0]);
+        assert!(r.is_recording());
+        assert_eq!(
+            r.sample(0.2, &[0.675, 0.0, 0.04], &[0.35, 0.0, 0.0]),
+            Some(2),
+            "at the goal"
+        );
+        r.sample(1.0, &[0.60, 0.0, 0.04], &[0.3, 0.0, 0.0]);
+        assert!(r.is_recording());
+        assert_eq!(r.sample(1.2, &[0.60, 0.0, 0.04], &[0.0, 0.0, 0.0]), None);
+        assert_eq!(
+            r.sample(1.6, &[0.60, 0.0, 0.04], &[0.0, 0.0, 0.0]),
+            Some(2),
+            "idle for longer than 0.5 s"
+        );
+        assert_eq!(r.demos.len(), 2);
+    }
+}

@@ -1,0 +1,88 @@
+"""demo_recorder with kinematic_sim, driven by rclpy."""
+import csv
+import os
+import random
+
+import rclpy
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from pucl_interfaces.srv import Reset, RunExpert
+from std_srvs.srv import Trigger
+
+from conftest import call, pucl, wait_for
+
+SCALE = 0.48  # reach_obstacle_3d: m/s per action unit
+
+
+def stamp(m):
+    return (m.header.stamp.sec, m.header.stamp.nanosec)
+
+
+class Graph:
+    def __init__(self, start_node, out):
+        start_node("kinematic_sim", "kinematic_sim.yaml")
+        self.recorder = start_node("demo_recorder", "demo_recorder.yaml", output=out)
+        self.node = rclpy.create_node(f"rec_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
+        self.poses, self.twists = {}, {}
+        self.node.create_subscription(PoseStamped, "/ee_pose", lambda m: self.poses.setdefault(stamp(m), m), 10000)
+        self.node.create_subscription(TwistStamped, "/applied_twist", lambda m: self.twists.setdefault(stamp(m), m), 10000)
+        self.reset = self.node.create_client(Reset, "/kinematic_sim/reset")
+        self.expert = self.node.create_client(RunExpert, "/kinematic_sim/run_expert")
+        self.start = self.node.create_client(Trigger, "/demo_recorder/start")
+        self.stop = self.node.create_client(Trigger, "/demo_recorder/stop")
+        for c in (self.reset, self.expert, self.start, self.stop):
+            assert c.wait_for_service(timeout_sec=20)
+        assert wait_for(self.node, lambda: self.poses and self.twists, 10)
+
+
+def read_rows(path):
+    with open(path) as f:
+        return [r for r in csv.DictReader(f)]
+
+
+def test_recorded_demonstrations_equal_what_the_simulator_published(start_node, tmp_path):
+    out = tmp_path / "demos.csv"
+    g = Graph(start_node, out)
+    for start in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
+        assert call(g.node, g.reset, Reset.Request(position=start)).success
+        assert call(g.node, g.start, Trigger.Request()).success
+        r = call(g.node, g.expert, RunExpert.Request(), timeout=30)
+        assert r.success, r.message
+        r = call(g.node, g.stop, Trigger.Request())
+        assert r.success, r.message
+    rows = read_rows(out)
+    assert {r["demo"] for r in rows} == {"0", "1"}
+    # Published samples in time order: (pose_k, twist_k), twist_k led to pose_k.
+    keys = sorted(set(g.poses) & set(g.twists))
+    index = {tuple(round(v, 15) for v in (g.poses[k].pose.position.x, g.poses[k].pose.position.y, g.poses[k].pose.position.z)): i
+             for i, k in enumerate(keys)}
+    matched = 0
+    for row in rows:
+        state = tuple(float(row[c]) for c in ("x", "y", "z"))
+        i = index.get(tuple(round(v, 15) for v in state))
+        if i is None or i + 1 >= len(keys):
+            continue
+        t = g.twists[keys[i + 1]].twist.linear
+        assert abs(float(row["ax"]) - t.x / SCALE) <= 1e-12
+        assert abs(float(row["ay"]) - t.y / SCALE) <= 1e-12
+        assert abs(float(row["az"]) - t.z / SCALE) <= 1e-12
+        matched += 1
+    assert matched >= len(rows) - 2, f"only {matched} of {len(rows)} rows match published samples"
+    report = pucl("demos", "check", out, "--task", "reach_obstacle_3d", "--json")
+    assert '"reached_goal":2' in report and '"violating_steps":0' in report
+
+
+def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording(start_node, tmp_path):
+    out = tmp_path / "demos.csv"
+    g = Graph(start_node, out)
+    r = call(g.node, g.stop, Trigger.Request())
+    assert not r.success and "not recording" in r.message
+    assert call(g.node, g.reset, Reset.Request(position=[0.35, 0.03, 0.05])).success
+    assert call(g.node, g.start, Trigger.Request()).success
+    future = g.expert.call_async(RunExpert.Request())
+    n = len(g.poses)
+    assert wait_for(g.node, lambda: len(g.poses) > n + 20, 10)
+    g.recorder.stop()  # SIGINT in the middle of the demonstration
+    assert g.recorder.proc.returncode == 0
+    rows = read_rows(out)
+    assert len(rows) >= 15 and {r["demo"] for r in rows} == {"0"}
+    rclpy.spin_until_future_complete(g.node, future, timeout_sec=30)
