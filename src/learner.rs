@@ -221,13 +221,14 @@ fn feature_points(task: &Task, t: &Trajectory) -> Points {
     p
 }
 
-/// Run DSM-PUCL. `on_iteration` sees each iteration's statistics as it finishes.
+/// Run DSM-PUCL. `on_iteration` sees each iteration's statistics as it finishes and returns whether
+/// to go on (false cancels: an error, nothing is returned).
 pub fn learn(
     task: &Task,
     demos: &DemoSet,
     cfg: &LearnConfig,
     seed: u64,
-    on_iteration: &mut dyn FnMut(&IterationStats),
+    on_iteration: &mut dyn FnMut(&IterationStats) -> bool,
 ) -> Result<Learned> {
     let t0 = Instant::now();
     cfg.validate().map_err(Error::Invalid)?;
@@ -371,8 +372,11 @@ pub fn learn(
             recall: c.recall(),
             precision: c.precision(),
         };
-        on_iteration(&stats);
+        let go_on = on_iteration(&stats);
         history.push(stats);
+        if !go_on {
+            return Err(Error::Invalid(format!("cancelled after iteration {it}")));
+        }
         if memory.is_empty() {
             stop_reason = format!(
                 "iteration {it}: no reliable infeasible state: no rollout beat its demonstration's return or came at least d_r from the demonstrations"

@@ -295,6 +295,7 @@ fn run(cli: Cli) -> Result<()> {
                         st.seconds
                     );
                 }
+                true
             })?;
             bar.finish_and_clear();
             let last = learned.history.last().expect("at least one iteration");

@@ -76,6 +76,28 @@ class Node:
         return self.proc.poll() is None
 
 
+@pytest.fixture(autouse=True)
+def destroy_test_nodes(ros):
+    """rclpy nodes a test creates are destroyed after it, so later discovery stays quick."""
+    import rclpy.node
+
+    created = []
+    original = rclpy.node.Node.__init__
+
+    def tracking(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        created.append(self)
+
+    rclpy.node.Node.__init__ = tracking
+    yield
+    rclpy.node.Node.__init__ = original
+    for n in created:
+        try:
+            n.destroy_node()
+        except Exception:  # noqa: BLE001 - already destroyed
+            pass
+
+
 @pytest.fixture
 def start_node(tmp_path):
     started = []

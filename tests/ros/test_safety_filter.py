@@ -20,9 +20,11 @@ class Harness:
         self.out, self.diag = [], []
         self.node.create_subscription(TwistStamped, "/cmd_vel_out", self.out.append, 100)
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diag.append, 100)
-        # Discovery: wait until the filter subscribes and publishes.
+        # Discovery: wait until the filter's subscriptions and publisher are matched (it may already
+        # have gone quiet after stop_pub_timeout, so its output is not what to wait for).
         assert wait_for(self.node, lambda: self.pose_pub.get_subscription_count() > 0
-                        and self.cmd_pub.get_subscription_count() > 0 and len(self.out) > 0, timeout=20)
+                        and self.cmd_pub.get_subscription_count() > 0
+                        and self.node.count_publishers("/cmd_vel_out") > 0, timeout=20)
 
     def pose(self, p):
         m = PoseStamped()

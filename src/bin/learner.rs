@@ -1,0 +1,221 @@
+//! learner: the ROS action `~/learn` (pucl_interfaces/action/LearnConstraint) runs DSM-PUCL on recorded
+//! demonstrations with the task's simulator, on a thread of its own so the node keeps answering;
+//! feedback each iteration (|R|, |M|, loss, elapsed); the model is written atomically only when
+//! learning succeeds, so a cancelled or killed run leaves the previous model intact; then the
+//! constraint_server is asked to reload.
+use futures::executor::LocalPool;
+use futures::task::LocalSpawnExt;
+use futures::{FutureExt, StreamExt};
+use pucl::demos::DemoSet;
+use pucl::learner::{IterationStats, LearnConfig, learn};
+use pucl::model::ConstraintModel;
+use pucl::ros::{self, param_string};
+use pucl::task::Task;
+use r2r::QosProfile;
+use r2r::pucl_interfaces::action::LearnConstraint;
+use r2r::std_srvs::srv::Trigger;
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+enum Progress {
+    Iteration(IterationStats),
+    Done(Result<(usize, f64), String>),
+}
+
+/// Everything a run needs, checked before learning starts (clear errors for bad goals).
+fn prepare(
+    goal: &LearnConstraint::Goal,
+    defaults: &[String; 4],
+) -> Result<(Task, DemoSet, LearnConfig, PathBuf), String> {
+    let pick = |given: &str, default: &str| {
+        if given.is_empty() {
+            default.to_string()
+        } else {
+            given.to_string()
+        }
+    };
+    let task = Task::load(&pick(&goal.task, &defaults[0])).map_err(|e| e.to_string())?;
+    let demos_path = pick(&goal.demos, &defaults[1]);
+    if demos_path.is_empty() {
+        return Err("no demonstrations given (goal.demos and parameter demos are empty)".into());
+    }
+    let demos = DemoSet::load(Path::new(&demos_path), &task).map_err(|e| e.to_string())?;
+    let config = pick(&goal.config, &defaults[2]);
+    let cfg = LearnConfig::for_task(
+        task.name(),
+        (!config.is_empty()).then_some(Path::new(&config)),
+    )
+    .map_err(|e| e.to_string())?;
+    let out = pick(&goal.output, &defaults[3]);
+    if out.is_empty() {
+        return Err("no output model file (goal.output and parameter model_path are empty)".into());
+    }
+    Ok((task, demos, cfg, PathBuf::from(out)))
+}
+
+fn result(
+    success: bool,
+    message: String,
+    path: &Path,
+    iterations: usize,
+    iou: f64,
+) -> LearnConstraint::Result {
+    LearnConstraint::Result {
+        success,
+        message,
+        model_path: path.display().to_string(),
+        iterations: iterations as u32,
+        iou,
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let ctx = r2r::Context::create()?;
+    let mut node = r2r::Node::create(ctx, "learner", "")?;
+    let defaults = [
+        param_string(
+            &node,
+            "task",
+            "reach_obstacle_3d",
+            "built-in task name or task file",
+        ),
+        param_string(
+            &node,
+            "demos",
+            "demos.csv",
+            "demonstration file (the demo_recorder's output)",
+        ),
+        param_string(
+            &node,
+            "config",
+            "",
+            "learn.yaml with overrides (empty: the task's defaults)",
+        ),
+        param_string(&node, "model_path", "model.json", "the model file to write"),
+    ];
+    let reload_service = param_string(
+        &node,
+        "reload_service",
+        "/constraint_server/reload",
+        "asked to reload after learning",
+    );
+    let logger = node.logger().to_string();
+    let mut goals = node.create_action_server::<LearnConstraint::Action>("~/learn")?;
+    let reload = node.create_client::<Trigger::Service>(&reload_service, QosProfile::default())?;
+    let mut poll = node.create_wall_timer(Duration::from_millis(50))?;
+    let pool = LocalPool::new();
+    let spawner = pool.spawner();
+    let busy = Rc::new(Cell::new(false));
+    let inner = spawner.clone();
+    spawner.spawn_local(async move {
+        while let Some(req) = goals.next().await {
+            if busy.get() {
+                // One run at a time.
+                let _ = req.reject();
+                continue;
+            }
+            let Ok((mut goal, mut cancels)) = req.accept() else {
+                continue;
+            };
+            let prepared = prepare(&goal.goal, &defaults);
+            let (task, demos, cfg, out) = match prepared {
+                Ok(p) => p,
+                Err(msg) => {
+                    r2r::log_error!(&logger, "learn goal refused: {msg}");
+                    let _ = goal.abort(result(false, msg, Path::new(""), 0, f64::NAN));
+                    continue;
+                }
+            };
+            busy.set(true);
+            let seed = goal.goal.seed;
+            let iterations = cfg.iterations as u32;
+            let cancel = Arc::new(AtomicBool::new(false));
+            let (tx, rx) = std::sync::mpsc::channel();
+            let (flag, path) = (cancel.clone(), out.clone());
+            std::thread::spawn(move || {
+                let progress = tx.clone();
+                let r = learn(&task, &demos, &cfg, seed, &mut |st| {
+                    let _ = progress.send(Progress::Iteration(st.clone()));
+                    !flag.load(Ordering::SeqCst)
+                })
+                .map_err(|e| e.to_string())
+                .and_then(|learned| {
+                    let model = ConstraintModel::from_learned(&task, &demos, &cfg, seed, &learned);
+                    model.save(&path).map_err(|e| e.to_string())?;
+                    Ok((learned.history.len(), model.summary.iou.unwrap_or(f64::NAN)))
+                });
+                let _ = tx.send(Progress::Done(r));
+            });
+            let t0 = Instant::now();
+            loop {
+                if poll.tick().await.is_err() {
+                    return;
+                }
+                if let Some(Some(c)) = cancels.next().now_or_never() {
+                    c.accept();
+                    cancel.store(true, Ordering::SeqCst);
+                }
+                let mut done = None;
+                while let Ok(p) = rx.try_recv() {
+                    match p {
+                        Progress::Iteration(st) => {
+                            let _ = goal.publish_feedback(LearnConstraint::Feedback {
+                                iteration: st.iteration as u32 + 1,
+                                iterations,
+                                reliable_infeasible: st.reliable_infeasible as u32,
+                                memory_buffer: st.memory_buffer as u32,
+                                loss: st.loss,
+                                elapsed: t0.elapsed().as_secs_f64(),
+                            });
+                        }
+                        Progress::Done(r) => done = Some(r),
+                    }
+                }
+                let Some(r) = done else { continue };
+                busy.set(false);
+                match r {
+                    Ok((n, iou)) => {
+                        r2r::log_info!(
+                            &logger,
+                            "learned {} in {n} iterations (IoU {iou:.3})",
+                            out.display()
+                        );
+                        let _ = goal.succeed(result(
+                            true,
+                            format!("wrote {}", out.display()),
+                            &out,
+                            n,
+                            iou,
+                        ));
+                        if let Ok(response) = reload.request(&Trigger::Request {}) {
+                            // The constraint_server also reloads on its own when the file changes.
+                            let _ = inner.spawn_local(async move {
+                                let _ = response.await;
+                            });
+                        }
+                    }
+                    Err(msg) if cancel.load(Ordering::SeqCst) => {
+                        let _ = goal.cancel(result(
+                            false,
+                            format!("{msg}; the previous model is untouched"),
+                            &out,
+                            0,
+                            f64::NAN,
+                        ));
+                    }
+                    Err(msg) => {
+                        r2r::log_error!(&logger, "learning failed: {msg}");
+                        let _ = goal.abort(result(false, msg, &out, 0, f64::NAN));
+                    }
+                }
+                break;
+            }
+        }
+    })?;
+    ros::spin(node, pool);
+    Ok(())
+}
