@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
-# The main job: learn the constraint of a built-in task from its reference demonstrations with
-# DSM-PUCL, print the metrics against the true constraint, and draw the learned constraint.
-# TASK, DEMOS and OUT may be set in the environment.
+# The main job: the whole loop over ROS 2 on the built-in simulator. Sets up the ROS 2 runtime,
+# builds the nodes, starts the 'learn' graph (launch/graph.yaml, what learn.launch.py starts),
+# records expert demonstrations over topics, learns the constraint with the learner action, serves
+# it, then drives the simulator through the safety filter with a controller that ignores the
+# obstacle, and prints IoU, the unsafe rate and whether the filtered runs stayed feasible.
+# Options go to scripts/loop.py (--task, --demos, --runs, --shift, --workdir; default out/ros).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TASK=${TASK:-reach_obstacle_3d}
-DEMOS=${DEMOS:-data/demos/reach_obstacle_3d_ds.csv}
-OUT=${OUT:-out}
-mkdir -p "$OUT"
-cargo build --release --quiet
-pucl=./target/release/pucl
-"$pucl" learn --task "$TASK" --demos "$DEMOS" --out "$OUT/model.json"
-"$pucl" eval --task "$TASK" --model "$OUT/model.json"
-"$pucl" plot --task "$TASK" --model "$OUT/model.json" --demos "$DEMOS" --out "$OUT/heat.png"
+bash scripts/setup_ros.sh
+# shellcheck disable=SC1091
+source .ros/env.sh
+cargo build --release --features ros --bins --quiet
+exec .ros/venv/bin/python scripts/loop.py "$@"

@@ -25,6 +25,8 @@ pub struct FilterConfig {
     pub tail_effect: Option<bool>,
     /// Override the model's reference point (inside the learned obstacle).
     pub reference_point: Option<Vec<f64>>,
+    /// Override the model's safety margin (distance kept from the learned boundary).
+    pub safety_margin: Option<f64>,
 }
 
 impl Default for FilterConfig {
@@ -36,6 +38,7 @@ impl Default for FilterConfig {
             lookahead_time: 0.1,
             tail_effect: None,
             reference_point: None,
+            safety_margin: None,
         }
     }
 }
@@ -211,7 +214,7 @@ impl SafetyFilter {
                 &mut a,
                 &reference,
                 &model.network,
-                model.dsm.safety_margin,
+                self.config.safety_margin.unwrap_or(model.dsm.safety_margin),
                 &mut self.scratch.net,
                 &mut self.trial,
             );
@@ -240,6 +243,9 @@ impl SafetyFilter {
             }
             if let Some(r) = &self.config.reference_point {
                 dsm.reference_point = Some(r.clone());
+            }
+            if let Some(m) = self.config.safety_margin {
+                dsm.safety_margin = m;
             }
             if safe_velocity(
                 &model.network,

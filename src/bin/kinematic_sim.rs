@@ -101,6 +101,38 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     obstacles.publish(&ros::obstacles::true_constraint(&task, &frame_id))?;
 
+    // Publish a pose and the twist that led to it, with one stamp (the recorder pairs them).
+    let publish = Rc::new(move |p: &[f64], applied: &[f64]| {
+        let header = r2r::std_msgs::msg::Header {
+            stamp: ros::stamp(),
+            frame_id: frame_id.clone(),
+        };
+        let _ = pose_pub.publish(&PoseStamped {
+            header: header.clone(),
+            pose: Pose {
+                position: Point {
+                    x: p[0],
+                    y: p[1],
+                    z: p[2],
+                },
+                orientation: Quaternion {
+                    w: 1.0,
+                    ..Default::default()
+                },
+            },
+        });
+        let _ = twist_pub.publish(&TwistStamped {
+            header,
+            twist: Twist {
+                linear: Vector3 {
+                    x: applied[0],
+                    y: applied[1],
+                    z: applied[2],
+                },
+                angular: Vector3::default(),
+            },
+        });
+    });
     let sim = Rc::new(RefCell::new(LiveSim::new(task)));
     let command = Rc::new(RefCell::new(None::<(f64, [f64; 3])>));
     let expert_run = Rc::new(RefCell::new(None::<ExpertRun>));
@@ -127,7 +159,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })?;
     }
     let mut resets = node.create_service::<Reset::Service>("~/reset", QosProfile::default())?;
-    let (s, c, e) = (sim.clone(), command.clone(), expert_run.clone());
+    let (s, c, e, publ) = (
+        sim.clone(),
+        command.clone(),
+        expert_run.clone(),
+        publish.clone(),
+    );
     spawner.spawn_local(async move {
         while let Some(req) = resets.next().await {
             let mut sim = s.borrow_mut();
@@ -138,6 +175,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let r = sim.reset(&start);
             if r.is_ok() {
+                // The new pose at once, at rest: a recorder starts its next demonstration here.
+                publ(&sim.position(), &[0.0; 3]);
                 *c.borrow_mut() = None;
                 if let Some(run) = e.borrow_mut().take() {
                     let _ = run.request.respond(RunExpert::Response {
@@ -215,36 +254,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     message,
                 });
             }
-            let p = sim.position();
-            let header = r2r::std_msgs::msg::Header {
-                stamp: ros::stamp(),
-                frame_id: frame_id.clone(),
-            };
-            let _ = pose_pub.publish(&PoseStamped {
-                header: header.clone(),
-                pose: Pose {
-                    position: Point {
-                        x: p[0],
-                        y: p[1],
-                        z: p[2],
-                    },
-                    orientation: Quaternion {
-                        w: 1.0,
-                        ..Default::default()
-                    },
-                },
-            });
-            let _ = twist_pub.publish(&TwistStamped {
-                header,
-                twist: Twist {
-                    linear: Vector3 {
-                        x: applied[0],
-                        y: applied[1],
-                        z: applied[2],
-                    },
-                    angular: Vector3::default(),
-                },
-            });
+            publish(&sim.position(), &applied);
         }
     })?;
     ros::spin(node, pool);

@@ -118,6 +118,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             false,
             "also modulate commands moving away from the learned obstacle",
         )),
+        safety_margin: {
+            let m = param_f64(
+                &node,
+                "safety_margin",
+                -1.0,
+                "distance kept from the learned boundary (negative: the model's)",
+            );
+            (m >= 0.0).then_some(m)
+        },
         reference_point: {
             let r = ros::param_f64_array(
                 &node,

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""The whole loop over ROS 2 on the built-in simulator: start the 'learn' graph (launch/graph.yaml),
+record expert demonstrations over topics, learn the constraint with the learner action, serve it,
+then drive the simulator with a nominal controller that would hit the obstacle, through the safety
+filter, and report IoU, the unsafe rate and whether the filtered runs stayed feasible.
+
+    loop.py [--task reach_obstacle_3d] [--workdir out/ros] [--demos N] [--runs N] [--shift]
+"""
+import argparse
+import csv
+import json
+import math
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import time
+
+import rclpy
+import yaml
+from geometry_msgs.msg import PoseStamped, TwistStamped
+from pucl_interfaces.action import LearnConstraint
+from pucl_interfaces.srv import Reset, RunExpert
+from rclpy.action import ActionClient
+from std_srvs.srv import Trigger
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+import run_graph  # noqa: E402
+
+
+def task_file(task):
+    p = ROOT / "config" / "tasks" / f"{task}.yaml"
+    return yaml.safe_load((p if p.exists() else pathlib.Path(task)).read_text())
+
+
+def pucl(*args):
+    out = subprocess.run([str(ROOT / "target/release/pucl"), *map(str, args)], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr.strip())
+    return out.stdout
+
+
+class Loop:
+    def __init__(self, task, workdir):
+        self.task, self.workdir = task, pathlib.Path(workdir)
+        self.spec = task_file(task)
+        self.procs = run_graph.start("learn", self.workdir, task)
+        self.node = rclpy.create_node(f"pucl_loop_{os.getpid()}")
+        self.pose = None
+        self.node.create_subscription(PoseStamped, "/ee_pose", self._on_pose, 100)
+        self.cmd = self.node.create_publisher(TwistStamped, "/cmd_vel_in", 10)
+        self.reset_c = self.node.create_client(Reset, "/kinematic_sim/reset")
+        self.expert_c = self.node.create_client(RunExpert, "/kinematic_sim/run_expert")
+        self.rec_start = self.node.create_client(Trigger, "/demo_recorder/start")
+        self.rec_stop = self.node.create_client(Trigger, "/demo_recorder/stop")
+        self.learn_c = ActionClient(self.node, LearnConstraint, "/learner/learn")
+        for c in (self.reset_c, self.expert_c, self.rec_start, self.rec_stop):
+            if not c.wait_for_service(timeout_sec=30):
+                raise RuntimeError(f"{c.srv_name} did not appear; see the logs in {self.workdir}")
+        if not self.learn_c.wait_for_server(timeout_sec=30):
+            raise RuntimeError("the learner action did not appear")
+        self.spin_until(lambda: self.pose is not None and self.cmd.get_subscription_count() > 0, 30)
+
+    def _on_pose(self, m):
+        p = m.pose.position
+        self.pose = (time.monotonic(), [p.x, p.y, p.z])
+
+    def spin_until(self, predicate, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if predicate():
+                return True
+            rclpy.spin_once(self.node, timeout_sec=0.01)
+        return predicate()
+
+    def call(self, client, request, timeout=30):
+        f = client.call_async(request)
+        rclpy.spin_until_future_complete(self.node, f, timeout_sec=timeout)
+        if not f.done():
+            raise RuntimeError(f"{client.srv_name}: no answer")
+        return f.result()
+
+    def close(self):
+        self.node.destroy_node()
+        run_graph.stop(self.procs)
+
+    def record(self, n):
+        """n expert demonstrations, recorded over topics by the demo_recorder."""
+        starts = self.spec["starts"]
+        for i in range(n):
+            r = self.call(self.reset_c, Reset.Request(position=[float(v) for v in starts[i % len(starts)]]))
+            if not r.success:
+                raise RuntimeError(r.message)
+            self.call(self.rec_start, Trigger.Request())
+            r = self.call(self.expert_c, RunExpert.Request(), timeout=60)
+            if not r.success:
+                raise RuntimeError(f"expert: {r.message}")
+            r = self.call(self.rec_stop, Trigger.Request())
+            if not r.success:
+                raise RuntimeError(r.message)
+            print(f"demonstration {i + 1}/{n}: {r.message}", file=sys.stderr)
+        return self.workdir / "demos.csv"
+
+    def learn(self, seed=0):
+        def feedback(f):
+            fb = f.feedback
+            print(f"learning: iteration {fb.iteration}/{fb.iterations}, |R| {fb.reliable_infeasible}, "
+                  f"|M| {fb.memory_buffer}, loss {fb.loss:.4f}, {fb.elapsed:.1f} s", file=sys.stderr)
+        sent = self.learn_c.send_goal_async(LearnConstraint.Goal(seed=seed), feedback_callback=feedback)
+        rclpy.spin_until_future_complete(self.node, sent, timeout_sec=30)
+        res = sent.result().get_result_async()
+        rclpy.spin_until_future_complete(self.node, res, timeout_sec=300)
+        r = res.result().result
+        if not r.success:
+            raise RuntimeError(f"learning failed: {r.message}")
+        # The filter would pick the new file up within its watch period; make it immediate.
+        reload = self.node.create_client(Trigger, "/safety_filter/reload")
+        if not reload.wait_for_service(timeout_sec=10) or not self.call(reload, Trigger.Request()).success:
+            raise RuntimeError("the safety filter did not load the model")
+        return r
+
+    def drive(self, start, goal, speed=0.25, timeout=20.0, rate=50.0):
+        """A nominal P-controller towards `goal` (it ignores the obstacle), through the safety filter.
+        Returns (poses, reached)."""
+        r = self.call(self.reset_c, Reset.Request(position=[float(v) for v in start]))
+        if not r.success:
+            raise RuntimeError(r.message)
+        t_reset = time.monotonic()
+        self.spin_until(lambda: self.pose is not None and self.pose[0] > t_reset, 5)
+        poses, tol = [], float(self.spec["goal"]["tolerance"])
+        end = time.monotonic() + timeout
+        reached = False
+        while time.monotonic() < end:
+            p = self.pose[1]
+            poses.append(p)
+            d = [g - x for g, x in zip(goal, p)]
+            dist = math.sqrt(sum(v * v for v in d))
+            if dist < tol:
+                reached = True
+                break
+            v = [2.0 * c for c in d]
+            n = math.sqrt(sum(c * c for c in v))
+            if n > speed:
+                v = [c * speed / n for c in v]
+            m = TwistStamped()
+            m.header.frame_id = "base_link"
+            m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = v
+            self.cmd.publish(m)
+            tick = time.monotonic() + 1.0 / rate
+            while time.monotonic() < tick:
+                rclpy.spin_once(self.node, timeout_sec=max(0.0, tick - time.monotonic()))
+        return poses, reached
+
+    def violations(self, runs):
+        """True violations of driven runs, counted by `pucl demos check` (the task's true constraint)."""
+        path = self.workdir / "driven.csv"
+        names = self.spec["state"]
+        if len(names) != 3:
+            raise RuntimeError("driven runs are checked for 3-D position tasks")
+        with open(path, "w", newline="") as f:
+            w = csv.writer(f)
+            w.writerow(["demo", "step", *names, *self.spec["action"]])
+            for i, poses in enumerate(runs):
+                for t, p in enumerate(poses):
+                    w.writerow([i, t, *p, 0.0, 0.0, 0.0])
+        report = json.loads(pucl("demos", "check", path, "--task", self.task, "--json"))
+        return report["violating_steps"], report["steps"], report["violating_demos"]
+
+
+def shifted(spec, n, seed):
+    """Starts and goals shifted around the task's (the paper's constraint transfer, Fig. 1)."""
+    rng = random.Random(seed)
+    lo, hi = spec["dynamics"]["bounds"]["lower"], spec["dynamics"]["bounds"]["upper"]
+    goal = spec["goal"]["position"]
+    out = []
+    for i in range(n):
+        s = [v + rng.uniform(-0.03, 0.03) for v in spec["starts"][i % len(spec["starts"])]]
+        g = [goal[0] + rng.uniform(-0.04, 0.02), goal[1] + rng.uniform(-0.05, 0.05), goal[2] + rng.uniform(0.0, 0.04)]
+        clamp = lambda p: [min(max(v, a + 0.005), b - 0.005) for v, a, b in zip(p, lo, hi)]  # noqa: E731
+        out.append((clamp(s), clamp(g)))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--task", default="reach_obstacle_3d")
+    ap.add_argument("--workdir", default="out/ros")
+    ap.add_argument("--demos", type=int, default=12, help="expert demonstrations to record")
+    ap.add_argument("--runs", type=int, default=12, help="filtered runs of the nominal controller")
+    ap.add_argument("--shift", action="store_true", help="shift starts and goals (constraint transfer)")
+    a = ap.parse_args()
+    rclpy.init()
+    loop = Loop(a.task, a.workdir)
+    try:
+        demos = loop.record(a.demos)
+        print(f"recorded {demos}", file=sys.stderr)
+        r = loop.learn()
+        ev = json.loads(pucl("eval", "--task", a.task, "--model", r.model_path, "--json"))
+        runs, reached = [], 0
+        pairs = shifted(loop.spec, a.runs, 0) if a.shift else [(s, loop.spec["goal"]["position"]) for s in loop.spec["starts"]][: a.runs]
+        for start, goal in pairs:
+            poses, ok = loop.drive(start, goal)
+            runs.append(poses)
+            reached += ok
+        bad, steps, which = loop.violations(runs)
+        print(f"model {r.model_path}: IoU {ev['iou']:.3f}, recall {ev['recall']:.3f}, precision {ev['precision']:.3f}, "
+              f"unsafe rate of the DSM policy {100 * ev['unsafe_rate']:.3f} %")
+        print(f"filtered runs of a controller that ignores the obstacle: {len(runs)}, goal reached {reached}, "
+              f"true violations {bad} of {steps} steps -> {'stayed feasible' if bad == 0 else 'VIOLATED in runs ' + str(which)}")
+        sys.exit(0 if bad == 0 else 1)
+    finally:
+        loop.close()
+        rclpy.shutdown()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Start a pucl graph from launch/graph.yaml exactly as the launch files do (same executables,
+parameter files, overrides and remappings), where no `ros2 launch` exists. Stops everything on
+SIGINT/SIGTERM or when a node exits.
+
+    run_graph.py learn --workdir out/ros --task reach_obstacle_3d [--print]
+"""
+import argparse
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROOT):
+    """The command line of every node of `graph`, as the launch files build them."""
+    desc = yaml.safe_load((root / "launch" / "graph.yaml").read_text())
+    if graph not in desc["graphs"]:
+        raise SystemExit(f"unknown graph '{graph}'; graph.yaml has {', '.join(desc['graphs'])}")
+    subst = {"workdir": str(workdir), "task": task}
+    out = []
+    for entry in desc["graphs"][graph]:
+        node = desc["nodes"][entry["node"]]
+        cmd = [str(bin_dir / node["executable"]), "--ros-args", "--params-file", str(root / node["params"])]
+        for k, v in {**node.get("set", {}), **entry.get("set", {})}.items():
+            cmd += ["-p", f"{k}:={str(v).format(**subst)}"]
+        for a, b in entry.get("remap", {}).items():
+            cmd += ["-r", f"{a}:={b}"]
+        out.append((entry["node"], cmd))
+    return out
+
+
+def start(graph, workdir, task, log_dir=None):
+    """Start the graph's nodes; returns [(name, Popen)]."""
+    pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
+    procs = []
+    for name, cmd in commands(graph, workdir, task):
+        log = open(pathlib.Path(log_dir or workdir) / f"{name}.log", "w")
+        procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
+    return procs
+
+
+def stop(procs, timeout=5.0):
+    for _, p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGINT)
+    end = time.monotonic() + timeout
+    for _, p in procs:
+        try:
+            p.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("graph", help="learn, filter or sim (launch/graph.yaml)")
+    ap.add_argument("--workdir", default="out/ros", help="where demos.csv, model.json and logs go")
+    ap.add_argument("--task", default="reach_obstacle_3d", help="built-in task name or task file")
+    ap.add_argument("--print", action="store_true", help="print the command lines and exit")
+    a = ap.parse_args()
+    if a.print:
+        for name, cmd in commands(a.graph, a.workdir, a.task):
+            print(name + ": " + " ".join(cmd))
+        return
+    procs = start(a.graph, a.workdir, a.task)
+    stopping = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stopping.append(True))
+    print(f"started {', '.join(n for n, _ in procs)}; Ctrl-C stops", file=sys.stderr)
+    while not stopping and all(p.poll() is None for _, p in procs):
+        time.sleep(0.1)
+    for name, p in procs:
+        if p.poll() is not None and not stopping:
+            print(f"{name} exited with {p.returncode}; stopping the graph", file=sys.stderr)
+    stop(procs)
+
+
+if __name__ == "__main__":
+    main()
