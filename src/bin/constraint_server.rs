@@ -104,7 +104,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "~/reload",
         QosProfile::default(),
     )?;
-    let mut watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
+    let watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
     let name = format!("{}: constraint_server", node.name()?);
 
     let model: Shared = Rc::new(RefCell::new(None));
@@ -171,21 +171,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     })?;
-    let (r, path, version) = (reload.clone(), model_path.clone(), version.clone());
     let logger = node.logger().to_string();
-    spawner.spawn_local(async move {
-        while watch.tick().await.is_ok() {
-            let now = ros::file_version(std::path::Path::new(&path));
-            if now.is_some() && now != *version.borrow() {
-                match r() {
-                    Ok(m) => r2r::log_info!(&logger, "model file changed: {m}"),
-                    Err(e) => r2r::log_error!(&logger, "{e}"),
-                }
-                // Do not retry a broken file on every tick.
-                *version.borrow_mut() = now;
-            }
-        }
-    })?;
+    spawner.spawn_local(ros::watch_model_file(
+        watch,
+        model_path.clone(),
+        version.clone(),
+        reload.clone(),
+        logger.clone(),
+    ))?;
     ros::spin(node, pool);
     Ok(())
 }

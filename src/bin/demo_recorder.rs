@@ -7,7 +7,6 @@ use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use pucl::recorder::{AutoSegment, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
-use pucl::task::Task;
 use r2r::QosProfile;
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;
@@ -17,13 +16,7 @@ use std::rc::Rc;
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = r2r::Context::create()?;
     let mut node = r2r::Node::create(ctx, "demo_recorder", "")?;
-    let task_name = param_string(
-        &node,
-        "task",
-        "reach_obstacle_3d",
-        "built-in task name or task file",
-    );
-    let task = Task::load(&task_name).map_err(|e| format!("parameter task: {e}"))?;
+    let task = ros::param_task(&node)?;
     let output = param_string(
         &node,
         "output",

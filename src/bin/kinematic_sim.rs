@@ -25,13 +25,7 @@ struct ExpertRun {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = r2r::Context::create()?;
     let mut node = r2r::Node::create(ctx, "kinematic_sim", "")?;
-    let task_name = param_string(
-        &node,
-        "task",
-        "reach_obstacle_3d",
-        "built-in task name or task file",
-    );
-    let task = Task::load(&task_name).map_err(|e| format!("parameter task: {e}"))?;
+    let task = ros::param_task(&node)?;
     let rate = param_f64(
         &node,
         "rate",

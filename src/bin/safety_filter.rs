@@ -310,20 +310,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     })?;
-    let mut watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
-    let (r, path) = (reload.clone(), model_path.clone());
-    spawner.spawn_local(async move {
-        while watch.tick().await.is_ok() {
-            let now = ros::file_version(std::path::Path::new(&path));
-            if now.is_some() && now != *version.borrow() {
-                match r() {
-                    Ok(m) => r2r::log_info!(&logger, "model file changed: {m}"),
-                    Err(e) => r2r::log_error!(&logger, "model not reloaded: {e}"),
-                }
-                *version.borrow_mut() = now;
-            }
-        }
-    })?;
+    let watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
+    spawner.spawn_local(ros::watch_model_file(
+        watch,
+        model_path.clone(),
+        version.clone(),
+        reload.clone(),
+        logger.clone(),
+    ))?;
     ros::spin(node, pool);
     Ok(())
 }

@@ -159,6 +159,38 @@ pub fn load_model(path: &str) -> Result<ConstraintModel, String> {
     ConstraintModel::load(Path::new(path)).map_err(|e| e.to_string())
 }
 
+/// The `task` parameter loaded as a task (a built-in name or a task file).
+pub fn param_task(node: &Node) -> Result<crate::task::Task, String> {
+    let name = param_string(
+        node,
+        "task",
+        "reach_obstacle_3d",
+        "built-in task name or task file",
+    );
+    crate::task::Task::load(&name).map_err(|e| format!("parameter task: {e}"))
+}
+
+/// Reload the model whenever its file changes (checked on every tick of `timer`). `version` holds
+/// the version last loaded; a broken file is not retried until it changes again.
+pub async fn watch_model_file(
+    mut timer: r2r::Timer,
+    path: String,
+    version: std::rc::Rc<std::cell::RefCell<Option<(SystemTime, u64)>>>,
+    reload: std::rc::Rc<dyn Fn() -> Result<String, String>>,
+    logger: String,
+) {
+    while timer.tick().await.is_ok() {
+        let now = file_version(Path::new(&path));
+        if now.is_some() && now != *version.borrow() {
+            match reload() {
+                Ok(m) => r2r::log_info!(&logger, "model file changed: {m}"),
+                Err(e) => r2r::log_error!(&logger, "model not reloaded: {e}"),
+            }
+            *version.borrow_mut() = now;
+        }
+    }
+}
+
 /// Spin the node and run the node's tasks until SIGINT or SIGTERM; then return, so that the node is
 /// dropped and leaves the ROS graph cleanly.
 pub fn spin(mut node: Node, mut pool: LocalPool) {
