@@ -103,12 +103,13 @@ class Loop:
             print(f"demonstration {i + 1}/{n}: {r.message}", file=sys.stderr)
         return self.workdir / "demos.csv"
 
-    def learn(self, seed=0):
+    def learn(self, seed=0, config=""):
         def feedback(f):
             fb = f.feedback
             print(f"learning: iteration {fb.iteration}/{fb.iterations}, |R| {fb.reliable_infeasible}, "
                   f"|M| {fb.memory_buffer}, loss {fb.loss:.4f}, {fb.elapsed:.1f} s", file=sys.stderr)
-        sent = self.learn_c.send_goal_async(LearnConstraint.Goal(seed=seed), feedback_callback=feedback)
+        goal = LearnConstraint.Goal(seed=seed, config=str(config))
+        sent = self.learn_c.send_goal_async(goal, feedback_callback=feedback)
         rclpy.spin_until_future_complete(self.node, sent, timeout_sec=30)
         res = sent.result().get_result_async()
         rclpy.spin_until_future_complete(self.node, res, timeout_sec=300)
@@ -190,13 +191,14 @@ def main():
     ap.add_argument("--demos", type=int, default=12, help="expert demonstrations to record")
     ap.add_argument("--runs", type=int, default=12, help="filtered runs of the nominal controller")
     ap.add_argument("--shift", action="store_true", help="shift starts and goals (constraint transfer)")
+    ap.add_argument("--learn-config", default="", help="learn.yaml overrides for the learner action")
     a = ap.parse_args()
     rclpy.init()
     loop = Loop(a.task, a.workdir)
     try:
         demos = loop.record(a.demos)
         print(f"recorded {demos}", file=sys.stderr)
-        r = loop.learn()
+        r = loop.learn(config=a.learn_config)
         ev = json.loads(pucl("eval", "--task", a.task, "--model", r.model_path, "--json"))
         runs, reached = [], 0
         pairs = shifted(loop.spec, a.runs, 0) if a.shift else [(s, loop.spec["goal"]["position"]) for s in loop.spec["starts"]][: a.runs]
