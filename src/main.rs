@@ -440,7 +440,9 @@ fn run(cli: Cli) -> Result<()> {
                 groups: vec![m.memory_buffer.clone()],
             }];
             let net = &m.network;
-            let field = move |x: &[f64]| net.zeta(x, &mut Scratch::default());
+            // One scratch buffer for every pixel of the heat map.
+            let scratch = std::cell::RefCell::new(Scratch::default());
+            let field = move |x: &[f64]| net.zeta(x, &mut scratch.borrow_mut());
             let title = format!(
                 "{}: learned zeta (blue feasible, red infeasible)",
                 task.name()
