@@ -4,7 +4,7 @@ record expert demonstrations over topics, learn the constraint with the learner 
 then drive the simulator with a nominal controller that would hit the obstacle, through the safety
 filter, and report IoU, the unsafe rate and whether the filtered runs stayed feasible.
 
-    loop.py [--task reach_obstacle_3d] [--workdir out/ros] [--demos N] [--runs N] [--shift]
+    loop.py [--task reach_obstacle_3d] [--workdir out/ros] [--demos N] [--jitter M] [--runs N] [--shift]
 """
 import argparse
 import csv
@@ -86,11 +86,13 @@ class Loop:
         self.node.destroy_node()
         run_graph.stop(self.procs)
 
-    def record(self, n):
-        """n expert demonstrations, recorded over topics by the demo_recorder."""
-        starts = self.spec["starts"]
+    def record(self, n, jitter=0.0, seed=0):
+        """n expert demonstrations, recorded over topics by the demo_recorder, from the task's starts,
+        each moved by up to +-jitter (m) per axis (varied demonstrations show more of the obstacle)."""
+        starts, rng = self.spec["starts"], random.Random(seed)
         for i in range(n):
-            r = self.call(self.reset_c, Reset.Request(position=[float(v) for v in starts[i % len(starts)]]))
+            start = [v + rng.uniform(-jitter, jitter) for v in starts[i % len(starts)]]
+            r = self.call(self.reset_c, Reset.Request(position=start))
             if not r.success:
                 raise RuntimeError(r.message)
             self.call(self.rec_start, Trigger.Request())
@@ -188,7 +190,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--task", default="reach_obstacle_3d")
     ap.add_argument("--workdir", default="out/ros")
-    ap.add_argument("--demos", type=int, default=12, help="expert demonstrations to record")
+    ap.add_argument("--demos", type=int, default=24, help="expert demonstrations to record")
+    ap.add_argument("--jitter", type=float, default=0.02, help="m per axis by which demonstration starts vary")
     ap.add_argument("--runs", type=int, default=12, help="filtered runs of the nominal controller")
     ap.add_argument("--shift", action="store_true", help="shift starts and goals (constraint transfer)")
     ap.add_argument("--learn-config", default="", help="learn.yaml overrides for the learner action")
@@ -196,7 +199,7 @@ def main():
     rclpy.init()
     loop = Loop(a.task, a.workdir)
     try:
-        demos = loop.record(a.demos)
+        demos = loop.record(a.demos, a.jitter)
         print(f"recorded {demos}", file=sys.stderr)
         r = loop.learn(config=a.learn_config)
         ev = json.loads(pucl("eval", "--task", a.task, "--model", r.model_path, "--json"))

@@ -27,6 +27,8 @@ pub struct FilterConfig {
     pub reference_point: Option<Vec<f64>>,
     /// Override the model's safety margin (distance kept from the learned boundary).
     pub safety_margin: Option<f64>,
+    /// Slide along the learned boundary instead of stalling when a command points straight into it.
+    pub saddle_escape: bool,
 }
 
 impl Default for FilterConfig {
@@ -39,6 +41,7 @@ impl Default for FilterConfig {
             tail_effect: None,
             reference_point: None,
             safety_margin: None,
+            saddle_escape: true,
         }
     }
 }
@@ -247,6 +250,7 @@ impl SafetyFilter {
             if let Some(m) = self.config.safety_margin {
                 dsm.safety_margin = m;
             }
+            dsm.saddle_escape = self.config.saddle_escape;
             if safe_velocity(
                 &model.network,
                 &pos,

@@ -65,6 +65,13 @@ pub struct DsmConfig {
     /// sliding along it does not graze a true boundary a few millimetres further out.
     #[serde(default)]
     pub safety_margin: f64,
+    /// Escape the modulation's saddle points: when the nominal velocity points (almost) straight into
+    /// the learned obstacle, the modulated velocity vanishes and the robot would stall in front of it.
+    /// On: move along the boundary at half the nominal speed instead, on the side the nominal
+    /// velocity leans to (a fixed side when it leans to none). Learning rollouts keep it off, like the
+    /// reference; the safety filter turns it on.
+    #[serde(default)]
+    pub saddle_escape: bool,
 }
 
 fn yes() -> bool {
@@ -88,6 +95,7 @@ impl Default for DsmConfig {
             min_gradient: default_min_gradient(),
             lookahead: true,
             safety_margin: 0.0,
+            saddle_escape: false,
         }
     }
 }
@@ -292,6 +300,7 @@ pub struct ModulationScratch {
     pub grad: Vec<f64>,
     pub next_grad: Vec<f64>,
     pub next: Vec<f64>,
+    pub nominal: Vec<f64>,
 }
 
 /// The modulated, speed-normalized velocity at `x` for the nominal velocity in `v` (in place).
@@ -314,8 +323,13 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
     let here = boundary_distance(logit, &s.grad);
     // Gradient of zeta from the gradient of the logit.
     s.grad.iter_mut().for_each(|g| *g *= z * (1.0 - z));
+    s.nominal.clear();
+    s.nominal.extend_from_slice(v);
     let out = modulate(v, x, z, &s.grad, cfg)?;
     normalize_speed(v, cfg);
+    if cfg.saddle_escape && out.active {
+        escape_saddle(v, &s.nominal, &s.grad);
+    }
     let Some(h) = step.filter(|_| cfg.lookahead) else {
         return Some(out);
     };
@@ -347,6 +361,9 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
                 for (vi, g) in v.iter_mut().zip(&s.grad) {
                     *vi += inward * g / gnorm;
                 }
+                if cfg.saddle_escape {
+                    escape_saddle(v, &s.nominal, &s.grad);
+                }
                 let tangential = v.iter().map(|c| c * c).sum::<f64>().sqrt();
                 if tangential > 1e-12 {
                     v.iter_mut().for_each(|c| *c *= speed / tangential);
@@ -361,6 +378,41 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
         gamma: out.gamma,
         active: true,
     })
+}
+
+/// Below this fraction of the nominal speed, a modulated velocity counts as stalled at a saddle.
+const SADDLE_SPEED_FRACTION: f64 = 0.1;
+
+/// If the modulation all but cancelled `nominal` (it pointed into the obstacle along `grad`, the
+/// gradient of zeta), add a velocity along the boundary at half the nominal speed: towards the side
+/// the nominal velocity leans to, else along the axis least aligned with the normal.
+fn escape_saddle(v: &mut [f64], nominal: &[f64], grad: &[f64]) {
+    let speed = nominal.iter().map(|c| c * c).sum::<f64>().sqrt();
+    let gnorm = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
+    let now = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+    if speed == 0.0 || gnorm == 0.0 || now >= SADDLE_SPEED_FRACTION * speed {
+        return;
+    }
+    let n = |k: usize| grad[k] / gnorm;
+    let along: f64 = nominal.iter().enumerate().map(|(k, c)| c * n(k)).sum();
+    let mut t: Vec<f64> = (0..v.len()).map(|k| nominal[k] - along * n(k)).collect();
+    let tn = t.iter().map(|c| c * c).sum::<f64>().sqrt();
+    let t_norm = if tn > 1e-3 * speed {
+        tn
+    } else {
+        let axis = (0..v.len())
+            .min_by(|&a, &b| n(a).abs().total_cmp(&n(b).abs()))
+            .unwrap_or(0);
+        for (k, c) in t.iter_mut().enumerate() {
+            *c = f64::from(u8::from(k == axis)) - n(axis) * n(k);
+        }
+        t.iter().map(|c| c * c).sum::<f64>().sqrt()
+    };
+    if t_norm > 0.0 {
+        for (vi, ti) in v.iter_mut().zip(&t) {
+            *vi += 0.5 * speed * ti / t_norm;
+        }
+    }
 }
 
 /// Velocity-space counterpart of the modulation, for constraints on the command itself. The learned
@@ -662,6 +714,43 @@ mod tests {
             }
             self.k * (n - self.r)
         }
+    }
+
+    #[test]
+    fn saddle_escape_slides_around_an_obstacle_dead_ahead_instead_of_stalling() {
+        // The goal is straight behind a sphere: without the escape the modulated DS stalls in front of it.
+        let f = Sphere {
+            c: [0.0, 0.0, 0.0],
+            r: 0.3,
+            k: 60.0,
+        };
+        let run = |escape: bool| {
+            let cfg = DsmConfig {
+                gain: 1.0,
+                normalize_above: None,
+                tail_effect: false,
+                saddle_escape: escape,
+                ..DsmConfig::default()
+            };
+            let (goal, h) = ([1.0, 0.0, 0.0], 0.01);
+            let mut x = [-0.8, 0.0, 0.0];
+            let mut s = ModulationScratch::default();
+            for _ in 0..2000 {
+                let mut v = [goal[0] - x[0], goal[1] - x[1], goal[2] - x[2]];
+                safe_velocity(&f, &x, &mut v, &cfg, Some(h), &mut s).unwrap();
+                for k in 0..3 {
+                    x[k] += h * v[k];
+                }
+                assert!(
+                    f.logit_grad(&x, &mut [0.0; 3], &mut s.net) >= 0.0,
+                    "entered at {x:?}"
+                );
+            }
+            (x[0] - goal[0]).abs() + x[1].abs() + x[2].abs()
+        };
+        assert!(run(false) > 1.0, "expected the plain modulation to stall");
+        let e = run(true);
+        assert!(e < 0.01, "the escape did not reach the goal: {e}");
     }
 
     #[test]

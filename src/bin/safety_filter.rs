@@ -136,6 +136,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             (r.len() == 3).then_some(r)
         },
+        saddle_escape: param_bool(
+            &node,
+            "saddle_escape",
+            d.saddle_escape,
+            "slide along the learned boundary instead of stalling in front of it",
+        ),
     };
     let period = param_f64(
         &node,

@@ -1,4 +1,6 @@
-"""The whole loop over ROS 2 (the README's main job), on the task's own starts."""
+"""The whole loop over ROS 2 (the README's main job) and the paper's constraint transfer (Fig. 1):
+demonstrations recorded over topics, learned by the learner action, enforced by the safety filter
+on starts and goals the demonstrations never used."""
 import sys
 
 from conftest import ROOT
@@ -7,20 +9,21 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import loop  # noqa: E402
 
 
-def test_whole_loop_records_learns_serves_and_filters_on_the_task_starts(tmp_path):
+def test_filtered_runs_from_20_shifted_starts_and_goals_stay_feasible_and_reach_their_goals(tmp_path):
     lp = loop.Loop("reach_obstacle_3d", tmp_path / "work")
     try:
-        demos = lp.record(12)
+        demos = lp.record(24, jitter=0.02)
         assert demos.exists()
         r = lp.learn(seed=0)
         assert r.success and r.iou > 0.4
-        runs, reached = [], 0
-        for start in lp.spec["starts"]:
-            poses, ok = lp.drive(start, lp.spec["goal"]["position"])
+        runs, missed = [], []
+        for i, (start, goal) in enumerate(loop.shifted(lp.spec, 20, seed=0)):
+            poses, ok = lp.drive(start, goal)
             runs.append(poses)
-            reached += ok
+            if not ok:
+                missed.append(i)
         bad, steps, which = lp.violations(runs)
         assert bad == 0, f"true violations in runs {which}"
-        assert reached == len(runs)
+        assert not missed, f"runs {missed} did not reach their goals"
     finally:
         lp.close()
