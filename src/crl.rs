@@ -1,0 +1,824 @@
+//! The constrained RL policy of CRL-PUCL: PPO with a Gaussian policy and separate reward-value and
+//! cost-value networks ([64, 64] tanh), GAE, clipping, a target-KL early stop, gradient clipping, and
+//! the PID-Lagrangian penalty of the paper's eq. (7), trained in the task's simulator on the learned
+//! binary cost 1[zeta(psi) < 0.5]. The environments are stepped as one batch (one network call per
+//! step for all of them); everything is seeded, so a run is deterministic for its seed.
+//!
+//! Backpropagation is written by hand: three dense tanh nets of a few thousand parameters, whose
+//! gradients are two matrix products per layer on ndarray batches. An autodiff crate would add a
+//! graph and allocations per operation to exactly this arithmetic (see the README).
+use crate::error::{Error, Result};
+use crate::sim::{Policy, Simulator, step_reward};
+use crate::task::Task;
+use ndarray::{Array1, Array2, ArrayView2, Axis};
+use rand::seq::SliceRandom;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+
+/// A dense network with tanh hidden layers and a linear output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TanhMlp {
+    pub sizes: Vec<usize>,
+    /// Per layer: weights (out x in, row-major) then biases.
+    pub params: Vec<f64>,
+}
+
+/// The layer inputs of a batched forward pass, kept for the backward pass.
+pub struct Cache {
+    inputs: Vec<Array2<f64>>,
+}
+
+impl TanhMlp {
+    /// PyTorch's default initialisation, the output layer scaled by `out_gain` (small for a policy,
+    /// so that it starts near the zero action, as PPO implementations do).
+    pub fn new(sizes: &[usize], out_gain: f64, rng: &mut ChaCha8Rng) -> TanhMlp {
+        let mut params = Vec::new();
+        for l in 0..sizes.len() - 1 {
+            let bound = 1.0 / (sizes[l] as f64).sqrt();
+            let gain = if l + 2 == sizes.len() { out_gain } else { 1.0 };
+            for _ in 0..sizes[l] * sizes[l + 1] + sizes[l + 1] {
+                params.push(gain * rng.random_range(-bound..bound));
+            }
+        }
+        TanhMlp {
+            sizes: sizes.to_vec(),
+            params,
+        }
+    }
+
+    fn offset(&self, l: usize) -> usize {
+        (0..l)
+            .map(|k| self.sizes[k] * self.sizes[k + 1] + self.sizes[k + 1])
+            .sum()
+    }
+
+    fn layer(&self, l: usize) -> (ArrayView2<'_, f64>, &[f64]) {
+        let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+        let at = self.offset(l);
+        let w = ArrayView2::from_shape((o, i), &self.params[at..at + o * i]).expect("layer shape");
+        (w, &self.params[at + o * i..at + o * i + o])
+    }
+
+    /// Outputs for a batch (rows are inputs), and what the backward pass needs.
+    pub fn forward(&self, x: ArrayView2<f64>) -> (Array2<f64>, Cache) {
+        let nl = self.sizes.len() - 1;
+        let mut inputs = vec![x.to_owned()];
+        for l in 0..nl {
+            let (w, b) = self.layer(l);
+            let mut z = inputs[l].dot(&w.t());
+            z += &ndarray::ArrayView1::from(b);
+            if l + 1 == nl {
+                return (z, Cache { inputs });
+            }
+            z.mapv_inplace(f64::tanh);
+            inputs.push(z);
+        }
+        unreachable!("the last layer returns")
+    }
+
+    /// The gradient w.r.t. the parameters of sum(dout * output), written into `grad`.
+    pub fn backward(&self, cache: &Cache, dout: ArrayView2<f64>, grad: &mut [f64]) {
+        let nl = self.sizes.len() - 1;
+        let mut delta = dout.to_owned();
+        for l in (0..nl).rev() {
+            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+            let at = self.offset(l);
+            let gw = delta.t().dot(&cache.inputs[l]);
+            grad[at..at + o * i].copy_from_slice(gw.as_slice().expect("standard layout"));
+            let gb = delta.sum_axis(Axis(0));
+            grad[at + o * i..at + o * i + o]
+                .copy_from_slice(gb.as_slice().expect("standard layout"));
+            if l > 0 {
+                let (w, _) = self.layer(l);
+                let mut d = delta.dot(&w);
+                // tanh' from its output: 1 - a^2.
+                d.zip_mut_with(&cache.inputs[l], |g, a| *g *= 1.0 - a * a);
+                delta = d;
+            }
+        }
+    }
+}
+
+/// The PID-Lagrangian penalty of eq. (7): J = min(mean cost, cost_cap), delta = J - cost_limit;
+/// I = max(0, I + Ki delta); P = EMA of delta; nu = max(0, Kp P + I) (or `fixed`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PidConfig {
+    pub kp: f64,
+    pub ki: f64,
+    /// The initial penalty nu_0 (the integral term starts here).
+    pub nu0: f64,
+    pub cost_limit: f64,
+    pub cost_cap: f64,
+    /// Weight of the previous value in the EMA of delta.
+    pub ema: f64,
+    /// A fixed penalty instead of the controller (the reference's half-cheetah).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fixed: Option<f64>,
+}
+
+impl Default for PidConfig {
+    fn default() -> Self {
+        PidConfig {
+            kp: 20.0,
+            ki: 0.5,
+            nu0: 0.0,
+            cost_limit: 0.01,
+            cost_cap: 0.2,
+            ema: 0.5,
+            fixed: None,
+        }
+    }
+}
+
+/// The state of the PID-Lagrangian controller.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PidLagrangian {
+    pub integral: f64,
+    pub proportional: f64,
+    pub nu: f64,
+}
+
+impl PidLagrangian {
+    pub fn new(cfg: &PidConfig) -> Self {
+        PidLagrangian {
+            integral: cfg.nu0,
+            proportional: 0.0,
+            nu: cfg.fixed.unwrap_or(cfg.nu0),
+        }
+    }
+
+    /// One update from the mean cost per step of the last batch; returns the new nu.
+    pub fn update(&mut self, cfg: &PidConfig, mean_cost: f64) -> f64 {
+        if let Some(nu) = cfg.fixed {
+            self.nu = nu;
+            return nu;
+        }
+        let delta = mean_cost.min(cfg.cost_cap) - cfg.cost_limit;
+        self.integral = (self.integral + cfg.ki * delta).max(0.0);
+        self.proportional = cfg.ema * self.proportional + (1.0 - cfg.ema) * delta;
+        self.nu = (cfg.kp * self.proportional + self.integral).max(0.0);
+        self.nu
+    }
+}
+
+/// Every hyper-parameter of the constrained RL policy (defaults: the reference's 3-D settings).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PpoConfig {
+    /// Environments stepped together, and steps per environment per update.
+    pub n_envs: usize,
+    pub n_steps: usize,
+    pub batch_size: usize,
+    pub epochs: usize,
+    pub lr: f64,
+    pub gamma: f64,
+    pub gae_lambda: f64,
+    pub clip: f64,
+    pub max_grad_norm: f64,
+    /// Stop an update's epochs once the approximate KL exceeds 1.5 x this.
+    pub target_kl: f64,
+    pub hidden: Vec<usize>,
+    /// Initial log standard deviation of the Gaussian (state-independent, learned).
+    pub init_log_std: f64,
+    /// Environment steps per outer iteration of CRL-PUCL.
+    pub timesteps_per_iteration: usize,
+    /// Rollouts per demonstration start handed to the identification step.
+    pub rollouts_per_start: usize,
+    pub pid: PidConfig,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            n_envs: 12,
+            n_steps: 250,
+            batch_size: 128,
+            epochs: 20,
+            lr: 3e-4,
+            gamma: 0.99,
+            gae_lambda: 0.95,
+            clip: 0.2,
+            max_grad_norm: 0.5,
+            target_kl: 0.02,
+            hidden: vec![64, 64],
+            init_log_std: 0.0,
+            timesteps_per_iteration: 30_000,
+            rollouts_per_start: 4,
+            pid: PidConfig::default(),
+        }
+    }
+}
+
+impl PpoConfig {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.n_envs == 0 || self.n_steps == 0 || self.batch_size == 0 || self.epochs == 0 {
+            return Err("crl: n_envs, n_steps, batch_size and epochs must be at least 1".into());
+        }
+        if self.timesteps_per_iteration == 0 || self.rollouts_per_start == 0 {
+            return Err(
+                "crl: timesteps_per_iteration and rollouts_per_start must be at least 1".into(),
+            );
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err("crl.hidden needs at least one layer, each of width >= 1".into());
+        }
+        for (name, v, lo, hi) in [
+            ("lr", self.lr, 0.0, f64::INFINITY),
+            ("gamma", self.gamma, 0.0, 1.0),
+            ("gae_lambda", self.gae_lambda, 0.0, 1.0),
+            ("clip", self.clip, 0.0, 1.0),
+            ("max_grad_norm", self.max_grad_norm, 0.0, f64::INFINITY),
+            ("target_kl", self.target_kl, 0.0, f64::INFINITY),
+        ] {
+            if !(v.is_finite() && v > lo && v <= hi) {
+                return Err(format!("crl.{name} must be in ({lo}, {hi}], got {v}"));
+            }
+        }
+        if !self.init_log_std.is_finite() {
+            return Err("crl.init_log_std must be finite".into());
+        }
+        let p = &self.pid;
+        if [p.kp, p.ki, p.nu0, p.cost_limit, p.cost_cap, p.ema]
+            .iter()
+            .any(|v| !v.is_finite() || *v < 0.0)
+            || p.ema >= 1.0
+            || p.fixed.is_some_and(|v| !v.is_finite() || v < 0.0)
+        {
+            return Err("crl.pid: gains, nu0, cost_limit, cost_cap >= 0 and ema in [0, 1)".into());
+        }
+        Ok(())
+    }
+}
+
+/// A Gaussian policy over actions (action units): mean from a tanh net of the normalized state,
+/// a learned state-independent log standard deviation. Saved with `pucl learn --policy crl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GaussianPolicy {
+    pub mean: TanhMlp,
+    pub log_std: Vec<f64>,
+    /// States are mapped (s - obs_offset) * obs_scale before the network.
+    pub obs_offset: Vec<f64>,
+    pub obs_scale: Vec<f64>,
+}
+
+impl GaussianPolicy {
+    fn observe(&self, states: ArrayView2<f64>) -> Array2<f64> {
+        let mut o = states.to_owned();
+        for (k, mut c) in o.axis_iter_mut(Axis(1)).enumerate() {
+            c.mapv_inplace(|v| (v - self.obs_offset[k]) * self.obs_scale[k]);
+        }
+        o
+    }
+
+    /// Check the shapes and values of a loaded policy against a task.
+    pub fn validate(&self, task: &Task) -> std::result::Result<(), String> {
+        let (n, m) = (task.state_dim(), task.action_dim());
+        let s = &self.mean.sizes;
+        if s.len() < 2 || s[0] != n || s[s.len() - 1] != m {
+            return Err(format!(
+                "the policy maps {} -> {} values, task '{}' needs {n} -> {m}",
+                s.first().unwrap_or(&0),
+                s.last().unwrap_or(&0),
+                task.name()
+            ));
+        }
+        let want: usize = (0..s.len() - 1).map(|l| s[l] * s[l + 1] + s[l + 1]).sum();
+        if self.mean.params.len() != want
+            || self.log_std.len() != m
+            || self.obs_offset.len() != n
+            || self.obs_scale.len() != n
+        {
+            return Err("the policy's parameter counts do not match its sizes".into());
+        }
+        if self
+            .mean
+            .params
+            .iter()
+            .chain(&self.log_std)
+            .chain(&self.obs_offset)
+            .chain(&self.obs_scale)
+            .any(|v| !v.is_finite())
+        {
+            return Err("the policy has NaN or Inf parameters".into());
+        }
+        Ok(())
+    }
+}
+
+/// The policy's mean action (deterministic evaluation).
+impl Policy for &GaussianPolicy {
+    fn act(&mut self, state: &[f64], action: &mut [f64]) {
+        let x = ArrayView2::from_shape((1, state.len()), state).expect("one row");
+        let (mu, _) = self.mean.forward(self.observe(x).view());
+        for (a, m) in action.iter_mut().zip(mu.row(0)) {
+            *a = *m;
+        }
+    }
+}
+
+/// Sampling from the policy with a seeded generator (exploration rollouts).
+pub struct Sampling<'a> {
+    pub policy: &'a GaussianPolicy,
+    pub rng: ChaCha8Rng,
+}
+
+impl Policy for Sampling<'_> {
+    fn act(&mut self, state: &[f64], action: &mut [f64]) {
+        let mut p = self.policy;
+        p.act(state, action);
+        for (a, ls) in action.iter_mut().zip(&self.policy.log_std) {
+            *a += ls.exp() * normal(&mut self.rng);
+        }
+    }
+}
+
+/// A standard normal sample (Box-Muller).
+fn normal(rng: &mut ChaCha8Rng) -> f64 {
+    let u1: f64 = rng.random_range(f64::EPSILON..1.0);
+    let u2: f64 = rng.random_range(0.0..1.0);
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
+/// Global-norm gradient clipping.
+fn clip_grad(grad: &mut [f64], max_norm: f64) {
+    let n = grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+    if n > max_norm {
+        grad.iter_mut().for_each(|g| *g *= max_norm / n);
+    }
+}
+
+/// What one PPO training phase did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PpoStats {
+    pub updates: usize,
+    pub timesteps: usize,
+    /// Mean return of the episodes finished in the phase, and their mean cost per step.
+    pub mean_return: f64,
+    pub mean_cost: f64,
+    pub episodes: usize,
+    /// The Lagrange multiplier after the phase.
+    pub nu: f64,
+    /// Approximate KL of the last update.
+    pub approx_kl: f64,
+}
+
+/// PPO with a PID-Lagrangian cost penalty, persistent across the outer iterations of CRL-PUCL.
+pub struct Ppo {
+    pub cfg: PpoConfig,
+    pub policy: GaussianPolicy,
+    value_r: TanhMlp,
+    value_c: TanhMlp,
+    adam_pi: crate::network::Adam,
+    adam_vr: crate::network::Adam,
+    adam_vc: crate::network::Adam,
+    pub lagrangian: PidLagrangian,
+    rng: ChaCha8Rng,
+    /// Current state, step count, return and cost of each environment.
+    envs: Vec<(Vec<f64>, usize, f64, f64)>,
+}
+
+impl Ppo {
+    /// A fresh learner; `obs_offset`, `obs_scale` normalize states (e.g. from the demonstrations).
+    pub fn new(
+        task: &Task,
+        cfg: PpoConfig,
+        obs_offset: Vec<f64>,
+        obs_scale: Vec<f64>,
+        seed: u64,
+    ) -> Result<Ppo> {
+        cfg.validate().map_err(Error::Invalid)?;
+        let (n, m) = (task.state_dim(), task.action_dim());
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x5eed_c0de);
+        let sizes = |out: usize| [&[n][..], &cfg.hidden, &[out]].concat();
+        let mean = TanhMlp::new(&sizes(m), 0.01, &mut rng);
+        let value_r = TanhMlp::new(&sizes(1), 1.0, &mut rng);
+        let value_c = TanhMlp::new(&sizes(1), 1.0, &mut rng);
+        let adam = |p: usize| crate::network::Adam::new(p, cfg.lr, 1e-5);
+        let np = mean.params.len() + m;
+        Ok(Ppo {
+            adam_pi: adam(np),
+            adam_vr: adam(value_r.params.len()),
+            adam_vc: adam(value_c.params.len()),
+            lagrangian: PidLagrangian::new(&cfg.pid),
+            policy: GaussianPolicy {
+                mean,
+                log_std: vec![cfg.init_log_std; m],
+                obs_offset,
+                obs_scale,
+            },
+            value_r,
+            value_c,
+            cfg,
+            rng,
+            envs: Vec::new(),
+        })
+    }
+
+    fn reset_state(&mut self, task: &Task, starts: &[Vec<f64>]) -> Vec<f64> {
+        let base = &starts[self.rng.random_range(0..starts.len())];
+        let j = task.spec.start_jitter;
+        let mut s = base.clone();
+        if j > 0.0 {
+            for &k in &task.position_idx {
+                s[k] += self.rng.random_range(-j..=j);
+            }
+            if let Some((lo, hi)) = &task.bounds {
+                for (p, &k) in task.position_idx.iter().enumerate() {
+                    s[k] = s[k].clamp(lo[p], hi[p]);
+                }
+            }
+        }
+        s
+    }
+
+    /// Train for `timesteps` environment steps from `starts` (full states) on the per-step cost
+    /// `cost(psi)` in [0, 1]; `progress` sees the steps done so far and returns whether to go on.
+    pub fn train(
+        &mut self,
+        task: &Task,
+        starts: &[Vec<f64>],
+        cost: &mut dyn FnMut(&[f64]) -> f64,
+        timesteps: usize,
+        progress: &mut dyn FnMut(usize) -> bool,
+    ) -> Result<PpoStats> {
+        if starts.is_empty() {
+            return Err(Error::Invalid("PPO needs at least one start".into()));
+        }
+        let (n, m, d) = (task.state_dim(), task.action_dim(), task.feature_dim());
+        let (ne, ns) = (self.cfg.n_envs, self.cfg.n_steps);
+        while self.envs.len() < ne {
+            let s = self.reset_state(task, starts);
+            self.envs.push((s, 0, 0.0, 0.0));
+        }
+        let mut sim = Simulator::new(task);
+        let (mut next, mut applied, mut psi) = (vec![0.0; n], vec![0.0; m], vec![0.0; d]);
+        let total = ns * ne;
+        let mut obs = Array2::<f64>::zeros((total, n));
+        let mut acts = Array2::<f64>::zeros((total, m));
+        let mut logp = Array1::<f64>::zeros(total);
+        let (mut rew, mut cst) = (Array1::<f64>::zeros(total), Array1::<f64>::zeros(total));
+        let mut done = vec![false; total];
+        let (mut vr, mut vc) = (Array1::<f64>::zeros(total), Array1::<f64>::zeros(total));
+        let mut stats = PpoStats {
+            updates: 0,
+            timesteps: 0,
+            mean_return: f64::NAN,
+            mean_cost: f64::NAN,
+            episodes: 0,
+            nu: self.lagrangian.nu,
+            approx_kl: 0.0,
+        };
+        let (mut ret_sum, mut cost_sum, mut cost_steps) = (0.0, 0.0, 0usize);
+        let mut batch_states = Array2::<f64>::zeros((ne, n));
+        while stats.timesteps < timesteps {
+            // Collect n_steps from every environment; row = t * n_envs + e.
+            for t in 0..ns {
+                for (e, env) in self.envs.iter().enumerate() {
+                    batch_states
+                        .row_mut(e)
+                        .assign(&ndarray::ArrayView1::from(&env.0));
+                }
+                let o = self.policy.observe(batch_states.view());
+                let (mu, _) = self.policy.mean.forward(o.view());
+                let (v_r, _) = self.value_r.forward(o.view());
+                let (v_c, _) = self.value_c.forward(o.view());
+                for e in 0..ne {
+                    let r = t * ne + e;
+                    obs.row_mut(r).assign(&o.row(e));
+                    vr[r] = v_r[[e, 0]];
+                    vc[r] = v_c[[e, 0]];
+                    let mut lp = 0.0;
+                    for k in 0..m {
+                        let std = self.policy.log_std[k].exp();
+                        let z = normal(&mut self.rng);
+                        acts[[r, k]] = mu[[e, k]] + std * z;
+                        lp += -0.5 * z * z - self.policy.log_std[k];
+                    }
+                    logp[r] = lp - 0.5 * m as f64 * (std::f64::consts::TAU).ln();
+                    let raw: Vec<f64> = acts.row(r).to_vec();
+                    let state = self.envs[e].0.clone();
+                    let _ = sim.step(&state, &raw, &mut next, &mut applied);
+                    let out = step_reward(task, &state, &next);
+                    task.features_into(&state, &applied, &mut psi);
+                    let c = cost(&psi);
+                    rew[r] = out.reward;
+                    cst[r] = c;
+                    let env = &mut self.envs[e];
+                    env.0.copy_from_slice(&next);
+                    env.1 += 1;
+                    env.2 += out.reward;
+                    env.3 += c;
+                    cost_sum += c;
+                    cost_steps += 1;
+                    let truncated = env.1 >= task.spec.horizon;
+                    if out.reached_goal || truncated {
+                        if truncated && !out.reached_goal {
+                            // A time limit is not a terminal state: bootstrap from its values.
+                            let x = ArrayView2::from_shape((1, n), &next).expect("one row");
+                            let xo = self.policy.observe(x);
+                            rew[r] += self.cfg.gamma * self.value_r.forward(xo.view()).0[[0, 0]];
+                            cst[r] += self.cfg.gamma * self.value_c.forward(xo.view()).0[[0, 0]];
+                        }
+                        done[r] = true;
+                        ret_sum += env.2;
+                        stats.episodes += 1;
+                        let s = self.reset_state(task, starts);
+                        self.envs[e] = (s, 0, 0.0, 0.0);
+                    } else {
+                        done[r] = false;
+                    }
+                }
+            }
+            stats.timesteps += total;
+            // Bootstrap values of the states after the last step.
+            for (e, env) in self.envs.iter().enumerate() {
+                batch_states
+                    .row_mut(e)
+                    .assign(&ndarray::ArrayView1::from(&env.0));
+            }
+            let o = self.policy.observe(batch_states.view());
+            let last_r = self.value_r.forward(o.view()).0;
+            let last_c = self.value_c.forward(o.view()).0;
+            let gae = |rw: &Array1<f64>, v: &Array1<f64>, last: &Array2<f64>| {
+                let mut adv = Array1::<f64>::zeros(total);
+                let mut run = vec![0.0; ne];
+                for t in (0..ns).rev() {
+                    for e in 0..ne {
+                        let r = t * ne + e;
+                        let (next_v, nonterminal) = if done[r] {
+                            (0.0, 0.0)
+                        } else if t + 1 == ns {
+                            (last[[e, 0]], 1.0)
+                        } else {
+                            (v[r + ne], 1.0)
+                        };
+                        let delta = rw[r] + self.cfg.gamma * next_v * nonterminal - v[r];
+                        run[e] =
+                            delta + self.cfg.gamma * self.cfg.gae_lambda * nonterminal * run[e];
+                        adv[r] = run[e];
+                    }
+                }
+                let target = &adv + v;
+                (adv, target)
+            };
+            let (adv_r, ret_r) = gae(&rew, &vr, &last_r);
+            let (adv_c, ret_c) = gae(&cst, &vc, &last_c);
+            // The Lagrangian sees the mean cost per step of this batch.
+            let nu = self
+                .lagrangian
+                .update(&self.cfg.pid, cst.iter().sum::<f64>() / total as f64);
+            // (L_reward + nu L_cost) / (1 + nu) with one advantage: (A_r - nu A_c) / (1 + nu).
+            let adv = (&adv_r - &(nu * &adv_c)) / (1.0 + nu);
+            stats.approx_kl = self.update(&obs, &acts, &logp, &adv, &ret_r, &ret_c);
+            stats.updates += 1;
+            stats.nu = nu;
+            if !progress(stats.timesteps) {
+                return Err(Error::Invalid("cancelled during policy training".into()));
+            }
+        }
+        stats.mean_return = if stats.episodes > 0 {
+            ret_sum / stats.episodes as f64
+        } else {
+            f64::NAN
+        };
+        stats.mean_cost = cost_sum / cost_steps.max(1) as f64;
+        Ok(stats)
+    }
+
+    /// The PPO epochs over one batch; returns the last approximate KL.
+    fn update(
+        &mut self,
+        obs: &Array2<f64>,
+        acts: &Array2<f64>,
+        logp_old: &Array1<f64>,
+        adv: &Array1<f64>,
+        ret_r: &Array1<f64>,
+        ret_c: &Array1<f64>,
+    ) -> f64 {
+        let (total, m) = (obs.nrows(), acts.ncols());
+        let bs = self.cfg.batch_size.min(total);
+        let mut order: Vec<usize> = (0..total).collect();
+        let np = self.policy.mean.params.len();
+        let mut g_pi = vec![0.0; np + m];
+        let mut g_v = vec![0.0; self.value_r.params.len()];
+        let mut kl = 0.0;
+        for _ in 0..self.cfg.epochs {
+            order.shuffle(&mut self.rng);
+            let (mut kl_sum, mut kl_n) = (0.0, 0usize);
+            for chunk in order.chunks(bs) {
+                let b = chunk.len();
+                let x = obs.select(Axis(0), chunk);
+                let a = acts.select(Axis(0), chunk);
+                let mut ad = adv.select(Axis(0), chunk);
+                // Advantages normalized per minibatch.
+                let mean = ad.mean().unwrap_or(0.0);
+                let std = ad.std(0.0);
+                ad.mapv_inplace(|v| (v - mean) / (std + 1e-8));
+                let (mu, cache) = self.policy.mean.forward(x.view());
+                let mut dmu = Array2::<f64>::zeros((b, m));
+                let mut dlogstd = vec![0.0; m];
+                for r in 0..b {
+                    let mut lp = -0.5 * m as f64 * (std::f64::consts::TAU).ln();
+                    for k in 0..m {
+                        let s = self.policy.log_std[k].exp();
+                        let z = (a[[r, k]] - mu[[r, k]]) / s;
+                        lp += -0.5 * z * z - self.policy.log_std[k];
+                    }
+                    let log_ratio = lp - logp_old[chunk[r]];
+                    let ratio = log_ratio.exp();
+                    kl_sum += (ratio - 1.0) - log_ratio;
+                    kl_n += 1;
+                    let c = self.cfg.clip;
+                    let active =
+                        (ad[r] >= 0.0 && ratio < 1.0 + c) || (ad[r] < 0.0 && ratio > 1.0 - c);
+                    if !active {
+                        continue;
+                    }
+                    // d(-ratio A / b)/d logp = -ratio A / b
+                    let g = -ratio * ad[r] / b as f64;
+                    for k in 0..m {
+                        let s2 = (2.0 * self.policy.log_std[k]).exp();
+                        let diff = a[[r, k]] - mu[[r, k]];
+                        dmu[[r, k]] = g * diff / s2;
+                        dlogstd[k] += g * (diff * diff / s2 - 1.0);
+                    }
+                }
+                self.policy
+                    .mean
+                    .backward(&cache, dmu.view(), &mut g_pi[..np]);
+                g_pi[np..].copy_from_slice(&dlogstd);
+                clip_grad(&mut g_pi, self.cfg.max_grad_norm);
+                let mut params: Vec<f64> = self.policy.mean.params.clone();
+                params.extend_from_slice(&self.policy.log_std);
+                self.adam_pi.step(&mut params, &g_pi);
+                self.policy.log_std.copy_from_slice(&params[np..]);
+                params.truncate(np);
+                self.policy.mean.params = params;
+                for (net, adam, target) in [
+                    (&mut self.value_r, &mut self.adam_vr, ret_r),
+                    (&mut self.value_c, &mut self.adam_vc, ret_c),
+                ] {
+                    let (v, cache) = net.forward(x.view());
+                    let t = target.select(Axis(0), chunk);
+                    // d(mean (v - t)^2 / 2)/dv
+                    let dv = Array2::from_shape_fn((b, 1), |(r, _)| (v[[r, 0]] - t[r]) / b as f64);
+                    net.backward(&cache, dv.view(), &mut g_v);
+                    clip_grad(&mut g_v, self.cfg.max_grad_norm);
+                    adam.step(&mut net.params, &g_v);
+                }
+            }
+            kl = kl_sum / kl_n.max(1) as f64;
+            if kl > 1.5 * self.cfg.target_kl {
+                break;
+            }
+        }
+        kl
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backward_matches_finite_differences() {
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let net = TanhMlp::new(&[3, 5, 4, 2], 1.0, &mut rng);
+        let x = Array2::from_shape_fn((4, 3), |(r, c)| (r as f64 - 1.5) * 0.3 + c as f64 * 0.2);
+        let w = Array2::from_shape_fn((4, 2), |(r, c)| 0.5 - 0.1 * r as f64 + 0.3 * c as f64);
+        let f = |n: &TanhMlp| (n.forward(x.view()).0 * &w).sum();
+        let (_, cache) = net.forward(x.view());
+        let mut g = vec![0.0; net.params.len()];
+        net.backward(&cache, w.view(), &mut g);
+        for i in (0..net.params.len()).step_by(3) {
+            let (mut a, mut b) = (net.clone(), net.clone());
+            a.params[i] += 1e-6;
+            b.params[i] -= 1e-6;
+            let fd = (f(&a) - f(&b)) / 2e-6;
+            assert!(
+                (fd - g[i]).abs() < 1e-6 * (1.0 + fd.abs()),
+                "param {i}: {fd} vs {}",
+                g[i]
+            );
+        }
+    }
+
+    #[test]
+    fn pid_lagrangian_follows_eq_7() {
+        let cfg = PidConfig {
+            kp: 20.0,
+            ki: 0.5,
+            nu0: 0.0,
+            ..PidConfig::default()
+        };
+        let mut pid = PidLagrangian::new(&cfg);
+        // Cost above the limit (capped at 0.2): delta = 0.19.
+        let nu = pid.update(&cfg, 0.5);
+        assert!((pid.integral - 0.095).abs() < 1e-12);
+        assert!((pid.proportional - 0.095).abs() < 1e-12);
+        assert!((nu - (20.0 * 0.095 + 0.095)).abs() < 1e-12);
+        // Below the limit the integral decreases but never below zero, nor nu.
+        for _ in 0..100 {
+            pid.update(&cfg, 0.0);
+        }
+        assert_eq!((pid.integral, pid.nu), (0.0, 0.0));
+        let fixed = PidConfig {
+            fixed: Some(0.9),
+            ..cfg
+        };
+        assert_eq!(PidLagrangian::new(&fixed).update(&fixed, 1.0), 0.9);
+    }
+
+    fn point_task() -> Task {
+        Task::load("point_ellipse_2d").unwrap()
+    }
+
+    fn small() -> PpoConfig {
+        PpoConfig {
+            n_envs: 8,
+            n_steps: 64,
+            epochs: 10,
+            target_kl: 0.05,
+            pid: PidConfig {
+                kp: 1.0,
+                ki: 0.1,
+                nu0: 0.0,
+                ..PidConfig::default()
+            },
+            ..PpoConfig::default()
+        }
+    }
+
+    #[test]
+    fn ppo_learns_to_reach_the_goal_and_is_deterministic_for_a_seed() {
+        let t = point_task();
+        let starts: Vec<Vec<f64>> = t.spec.starts.iter().map(|p| t.start_state(p)).collect();
+        let run = || {
+            let mut ppo = Ppo::new(&t, small(), vec![0.7, 0.7], vec![2.0, 2.0], 1).unwrap();
+            let mut returns = Vec::new();
+            for _ in 0..15 {
+                let s = ppo
+                    .train(&t, &starts, &mut |_| 0.0, 8 * 64 * 4, &mut |_| true)
+                    .unwrap();
+                returns.push(s.mean_return);
+            }
+            (returns, ppo.policy)
+        };
+        let (returns, policy) = run();
+        eprintln!("returns {returns:?}");
+        assert!(
+            returns.last().unwrap() > &(returns[0] + 1.0),
+            "returns did not improve: {returns:?}"
+        );
+        let mut sim = Simulator::new(&t);
+        let mut traj = crate::sim::Trajectory::with_capacity(&t);
+        let reached = starts
+            .iter()
+            .filter(|s| {
+                sim.rollout(s, &mut &policy, &mut traj);
+                traj.reached_goal
+            })
+            .count();
+        assert!(
+            reached >= 3,
+            "the mean policy reached the goal from {reached} of 4 starts"
+        );
+        assert_eq!(run().1, policy, "same seed, different policy");
+    }
+
+    #[test]
+    fn the_cost_penalty_keeps_the_policy_out_of_a_costly_region() {
+        // Cost 1 on the straight line's half-plane side: with the PID penalty the policy's cost falls.
+        let t = point_task();
+        let starts: Vec<Vec<f64>> = t.spec.starts.iter().map(|p| t.start_state(p)).collect();
+        let mut cfg = small();
+        cfg.pid = PidConfig {
+            kp: 1.0,
+            ki: 0.5,
+            nu0: 1.0,
+            ..PidConfig::default()
+        };
+        let mut ppo = Ppo::new(&t, cfg, vec![0.7, 0.7], vec![2.0, 2.0], 2).unwrap();
+        let mut costly = |psi: &[f64]| f64::from(u8::from(psi[0] > psi[1] + 0.1));
+        let first = ppo
+            .train(&t, &starts, &mut costly, 8 * 64 * 2, &mut |_| true)
+            .unwrap();
+        let mut last = first.clone();
+        for _ in 0..8 {
+            last = ppo
+                .train(&t, &starts, &mut costly, 8 * 64 * 2, &mut |_| true)
+                .unwrap();
+        }
+        assert!(
+            last.mean_cost < 0.5 * first.mean_cost.max(1e-3),
+            "cost per step {} -> {} (nu {})",
+            first.mean_cost,
+            last.mean_cost,
+            last.nu
+        );
+    }
+}
