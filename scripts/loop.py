@@ -86,13 +86,22 @@ class Loop:
         self.node.destroy_node()
         run_graph.stop(self.procs)
 
+    def demo_starts(self, n, jitter, seed):
+        """The task's starts in turn, each moved by up to +-jitter per axis where the expert can start
+        (the CLI's generator draws them: it knows the expert's margin)."""
+        if jitter <= 0:
+            return [self.spec["starts"][i % len(self.spec["starts"])] for i in range(n)]
+        path = self.workdir / "starts.csv"
+        pucl("demos", "generate", "--task", self.task, "--count", n, "--jitter", jitter, "--seed", seed, "--out", path)
+        with open(path) as f:
+            rows = [r for r in csv.DictReader(f) if r["step"] == "0"]
+        return [[float(r[c]) for c in self.spec["position"]] for r in rows]
+
     def record(self, n, jitter=0.0, seed=0):
         """n expert demonstrations, recorded over topics by the demo_recorder, from the task's starts,
         each moved by up to +-jitter (m) per axis (varied demonstrations show more of the obstacle)."""
-        starts, rng = self.spec["starts"], random.Random(seed)
-        for i in range(n):
-            start = [v + rng.uniform(-jitter, jitter) for v in starts[i % len(starts)]]
-            r = self.call(self.reset_c, Reset.Request(position=start))
+        for i, start in enumerate(self.demo_starts(n, jitter, seed)):
+            r = self.call(self.reset_c, Reset.Request(position=[float(v) for v in start]))
             if not r.success:
                 raise RuntimeError(r.message)
             self.call(self.rec_start, Trigger.Request())

@@ -119,20 +119,6 @@ pub struct PidConfig {
     pub fixed: Option<f64>,
 }
 
-impl Default for PidConfig {
-    fn default() -> Self {
-        PidConfig {
-            kp: 20.0,
-            ki: 0.5,
-            nu0: 0.0,
-            cost_limit: 0.01,
-            cost_cap: 0.2,
-            ema: 0.5,
-            fixed: None,
-        }
-    }
-}
-
 /// The state of the PID-Lagrangian controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PidLagrangian {
@@ -164,7 +150,7 @@ impl PidLagrangian {
     }
 }
 
-/// Every hyper-parameter of the constrained RL policy (defaults: the reference's 3-D settings).
+/// Every hyper-parameter of the constrained RL policy (defaults: `crl` in config/learn/default.yaml).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PpoConfig {
@@ -185,31 +171,10 @@ pub struct PpoConfig {
     pub init_log_std: f64,
     /// Environment steps per outer iteration of CRL-PUCL.
     pub timesteps_per_iteration: usize,
-    /// Rollouts per demonstration start handed to the identification step.
+    /// Rollouts per demonstration start handed to the identification step: the policy's mean action
+    /// first, then samples.
     pub rollouts_per_start: usize,
     pub pid: PidConfig,
-}
-
-impl Default for PpoConfig {
-    fn default() -> Self {
-        PpoConfig {
-            n_envs: 12,
-            n_steps: 250,
-            batch_size: 128,
-            epochs: 20,
-            lr: 3e-4,
-            gamma: 0.99,
-            gae_lambda: 0.95,
-            clip: 0.2,
-            max_grad_norm: 0.5,
-            target_kl: 0.02,
-            hidden: vec![64, 64],
-            init_log_std: 0.0,
-            timesteps_per_iteration: 30_000,
-            rollouts_per_start: 4,
-            pid: PidConfig::default(),
-        }
-    }
 }
 
 impl PpoConfig {
@@ -320,6 +285,63 @@ impl Policy for &GaussianPolicy {
     }
 }
 
+/// The policy file written by `pucl learn --policy crl --policy-out` and read by `pucl eval --policy`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFile {
+    pub format: String,
+    pub version: u32,
+    pub task: String,
+    pub seed: u64,
+    pub policy: GaussianPolicy,
+}
+
+pub const POLICY_FORMAT: &str = "pucl.crl_policy";
+
+impl PolicyFile {
+    pub fn new(task: &Task, seed: u64, policy: GaussianPolicy) -> Self {
+        PolicyFile {
+            format: POLICY_FORMAT.into(),
+            version: 1,
+            task: task.name().into(),
+            seed,
+            policy,
+        }
+    }
+
+    /// Written atomically.
+    pub fn save(&self, path: &std::path::Path) -> Result<()> {
+        let text = serde_json::to_string(self)
+            .map_err(|e| Error::Invalid(format!("serializing the policy: {e}")))?;
+        crate::error::write_atomic(path, text.as_bytes())
+    }
+
+    /// Read and check against the task it will run on.
+    pub fn load(path: &std::path::Path, task: &Task) -> Result<PolicyFile> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        if text.trim().is_empty() {
+            return Err(Error::file(path, None, None, "the file is empty"));
+        }
+        let f: PolicyFile = serde_json::from_str(&text)
+            .map_err(|e| Error::file(path, Some(e.line() as u64), None, e.to_string()))?;
+        if f.format != POLICY_FORMAT || f.version != 1 {
+            return Err(Error::file(
+                path,
+                None,
+                Some("format"),
+                format!(
+                    "expected '{POLICY_FORMAT}' version 1, found '{}' version {} (not a pucl CRL policy)",
+                    f.format, f.version
+                ),
+            ));
+        }
+        f.policy
+            .validate(task)
+            .map_err(|e| Error::file(path, None, Some("policy"), e))?;
+        Ok(f)
+    }
+}
+
 /// Sampling from the policy with a seeded generator (exploration rollouts).
 pub struct Sampling<'a> {
     pub policy: &'a GaussianPolicy,
@@ -419,6 +441,15 @@ impl Ppo {
     }
 
     fn reset_state(&mut self, task: &Task, starts: &[Vec<f64>]) -> Vec<f64> {
+        if let Some(b) = &task.spec.training_starts {
+            let p: Vec<f64> = b
+                .lower
+                .iter()
+                .zip(&b.upper)
+                .map(|(l, h)| self.rng.random_range(*l..=*h))
+                .collect();
+            return task.start_state(&p);
+        }
         let base = &starts[self.rng.random_range(0..starts.len())];
         let j = task.spec.start_jitter;
         let mut s = base.clone();
@@ -707,13 +738,20 @@ mod tests {
         }
     }
 
+    /// The built-in 3-D settings (config/learn/default.yaml).
+    fn defaults() -> PpoConfig {
+        crate::learner::LearnConfig::for_task("reach_obstacle_3d", None)
+            .unwrap()
+            .crl
+    }
+
     #[test]
     fn pid_lagrangian_follows_eq_7() {
         let cfg = PidConfig {
             kp: 20.0,
             ki: 0.5,
             nu0: 0.0,
-            ..PidConfig::default()
+            ..defaults().pid
         };
         let mut pid = PidLagrangian::new(&cfg);
         // Cost above the limit (capped at 0.2): delta = 0.19.
@@ -747,9 +785,9 @@ mod tests {
                 kp: 1.0,
                 ki: 0.1,
                 nu0: 0.0,
-                ..PidConfig::default()
+                ..defaults().pid
             },
-            ..PpoConfig::default()
+            ..defaults()
         }
     }
 
@@ -769,7 +807,6 @@ mod tests {
             (returns, ppo.policy)
         };
         let (returns, policy) = run();
-        eprintln!("returns {returns:?}");
         assert!(
             returns.last().unwrap() > &(returns[0] + 1.0),
             "returns did not improve: {returns:?}"
@@ -800,7 +837,7 @@ mod tests {
             kp: 1.0,
             ki: 0.5,
             nu0: 1.0,
-            ..PidConfig::default()
+            ..defaults().pid
         };
         let mut ppo = Ppo::new(&t, cfg, vec![0.7, 0.7], vec![2.0, 2.0], 2).unwrap();
         let mut costly = |psi: &[f64]| f64::from(u8::from(psi[0] > psi[1] + 0.1));

@@ -2,11 +2,13 @@
 //! the rollouts whose return beats the demonstration's (policy filter), identify reliable infeasible
 //! states R, train zeta on D (feasible) and R plus the memory buffer M (infeasible), save R into M;
 //! repeat.
+use crate::crl::{GaussianPolicy, Ppo, PpoConfig, Sampling};
 use crate::demos::DemoSet;
 use crate::error::{Error, Result};
+use crate::gmm::Gmm;
 use crate::metrics::{Confusion, UnsafeRate, grid_confusion};
 use crate::modulation::{DsmConfig, DsmPolicy, PolicySpace};
-use crate::network::{Adam, Mlp, Scratch, train};
+use crate::network::{Adam, Mlp, Scratch, sigmoid, softplus, train};
 use crate::pu::{IdentifyConfig, Points, identify};
 use crate::sim::{Simulator, Trajectory, replay_return};
 use crate::task::Task;
@@ -17,10 +19,52 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::time::Instant;
 
-/// Every hyper-parameter of DSM-PUCL. Built-in defaults per task live in `config/learn/`.
+/// The policy that proposes trajectories in Algorithm 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Dynamical-system modulation by the learned constraint (DSM-PUCL).
+    Dsm,
+    /// PPO with a PID-Lagrangian penalty on the learned cost (CRL-PUCL).
+    Crl,
+}
+
+/// How the constraint is learned from the policy's trajectories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Positive-unlabeled: reliable infeasible states far from every demonstration (the paper).
+    Pucl,
+    /// Maximum-entropy constraint learning with importance weights (baseline).
+    Mecl,
+    /// Binary classification: every policy state is infeasible (baseline).
+    Bc,
+    /// A Gaussian mixture of the demonstrations: low-density policy states are infeasible (baseline).
+    Gpucl,
+}
+
+/// MECL's loss: -mean log zeta(D) + sum_s w_IS(s) log zeta(s) - c_reg (mean zeta(D) + mean zeta(policy)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeclConfig {
+    pub c_reg: f64,
+}
+
+/// GPUCL: the component count is chosen by BIC within `components`; reliable infeasible states have
+/// a log-density below `log_density_threshold`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuclConfig {
+    pub components: [usize; 2],
+    pub log_density_threshold: f64,
+}
+
+/// Every hyper-parameter of PUCL and its baselines. Built-in defaults per task live in `config/learn/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LearnConfig {
+    pub policy: PolicyKind,
+    pub method: Method,
     /// Outer iterations of Algorithm 1.
     pub iterations: usize,
     /// Stop early when an iteration identifies no new reliable infeasible state.
@@ -42,6 +86,13 @@ pub struct LearnConfig {
     pub identify: IdentifyConfig,
     pub policy_filter: PolicyFilter,
     pub dsm: DsmConfig,
+    /// Replaces the task's reward while learning (policy training and the policy filter); none: the
+    /// task's own.
+    pub reward: Option<crate::task::RewardSpec>,
+    /// The constrained RL policy (`policy: crl`).
+    pub crl: PpoConfig,
+    pub mecl: MeclConfig,
+    pub gpucl: GpuclConfig,
 }
 
 /// Keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the same start, and
@@ -72,6 +123,16 @@ pub const BUILTIN_CONFIGS: &[(&str, &str)] = &[
         "reach_four_cups_3d",
         include_str!("../config/learn/reach_four_cups_3d.yaml"),
     ),
+    // With `policy: crl`, these follow the task's file: the shared CRL-PUCL settings, then the task's.
+    ("crl", include_str!("../config/learn/crl.yaml")),
+    (
+        "point_ellipse_2d.crl",
+        include_str!("../config/learn/point_ellipse_2d.crl.yaml"),
+    ),
+    (
+        "reach_obstacle_3d.crl",
+        include_str!("../config/learn/reach_obstacle_3d.crl.yaml"),
+    ),
 ];
 
 fn merge(base: &mut serde_yaml_ng::Value, over: serde_yaml_ng::Value) {
@@ -95,6 +156,17 @@ impl LearnConfig {
     /// The settings for a task: `config/learn/default.yaml`, overridden by the task's own file if there
     /// is one, overridden by the user's file (any subset of the keys) if given.
     pub fn for_task(task: &str, user: Option<&Path>) -> Result<LearnConfig> {
+        Self::for_task_policy(task, None, user)
+    }
+
+    /// As [`LearnConfig::for_task`]; with the CRL policy (`policy`, else the user's file's `policy`),
+    /// `config/learn/crl.yaml` and `config/learn/<task>.crl.yaml` come between the task's file and
+    /// the user's.
+    pub fn for_task_policy(
+        task: &str,
+        policy: Option<PolicyKind>,
+        user: Option<&Path>,
+    ) -> Result<LearnConfig> {
         let parse = |text: &str, path: &Path| -> Result<serde_yaml_ng::Value> {
             serde_yaml_ng::from_str(text).map_err(|e| {
                 Error::file(
@@ -105,25 +177,46 @@ impl LearnConfig {
                 )
             })
         };
-        let mut value = parse(BUILTIN_CONFIGS[0].1, Path::new("config/learn/default.yaml"))?;
-        if let Some((name, text)) = BUILTIN_CONFIGS[1..].iter().find(|(n, _)| *n == task) {
-            merge(
-                &mut value,
-                parse(text, Path::new(&format!("config/learn/{name}.yaml")))?,
-            );
-        }
-        let source = match user {
+        let user_value = match user {
             Some(p) => {
                 let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
-                if !text.trim().is_empty() {
-                    merge(&mut value, parse(&text, p)?);
-                }
+                (!text.trim().is_empty())
+                    .then(|| parse(&text, p))
+                    .transpose()?
+            }
+            None => None,
+        };
+        let user_policy = user_value
+            .as_ref()
+            .and_then(|v| v.get("policy"))
+            .and_then(|v| v.as_str());
+        let crl = policy.map_or(user_policy == Some("crl"), |p| p == PolicyKind::Crl);
+        let mut value = parse(BUILTIN_CONFIGS[0].1, Path::new("config/learn/default.yaml"))?;
+        let mut layers = vec![task.to_string()];
+        if crl {
+            layers.extend(["crl".to_string(), format!("{task}.crl")]);
+        }
+        for layer in layers {
+            if let Some((name, text)) = BUILTIN_CONFIGS[1..].iter().find(|(n, _)| *n == layer) {
+                merge(
+                    &mut value,
+                    parse(text, Path::new(&format!("config/learn/{name}.yaml")))?,
+                );
+            }
+        }
+        let source = match (user, user_value) {
+            (Some(p), Some(v)) => {
+                merge(&mut value, v);
                 p.to_path_buf()
             }
-            None => Path::new("config/learn").join(format!("{task}.yaml")),
+            (Some(p), None) => p.to_path_buf(),
+            _ => Path::new("config/learn").join(format!("{task}.yaml")),
         };
-        let cfg: LearnConfig = serde_yaml_ng::from_value(value)
+        let mut cfg: LearnConfig = serde_yaml_ng::from_value(value)
             .map_err(|e| Error::file(&source, None, None, e.to_string()))?;
+        if let Some(p) = policy {
+            cfg.policy = p;
+        }
         cfg.validate()
             .map_err(|e| Error::file(&source, None, None, e))?;
         Ok(cfg)
@@ -157,6 +250,19 @@ impl LearnConfig {
         if !(f.max_mean_cost.is_finite() && (0.0..=1.0).contains(&f.max_mean_cost)) {
             return Err("policy_filter.max_mean_cost must be in [0, 1]".into());
         }
+        if !(self.mecl.c_reg.is_finite() && self.mecl.c_reg >= 0.0) {
+            return Err("mecl.c_reg must be a finite number >= 0".into());
+        }
+        let [lo, hi] = self.gpucl.components;
+        if lo == 0 || hi < lo {
+            return Err(format!(
+                "gpucl.components must be [min, max] with 1 <= min <= max, got [{lo}, {hi}]"
+            ));
+        }
+        if !self.gpucl.log_density_threshold.is_finite() {
+            return Err("gpucl.log_density_threshold must be a finite number".into());
+        }
+        self.crl.validate()?;
         self.dsm.validate(None)
     }
 }
@@ -172,12 +278,28 @@ pub struct IterationStats {
     /// |R| of this iteration and |M| after it.
     pub reliable_infeasible: usize,
     pub memory_buffer: usize,
+    /// NaN when nothing was trained (JSON writes it as null).
+    #[serde(deserialize_with = "nan_from_null")]
     pub loss: f64,
     pub seconds: f64,
     /// Against the true constraint on the evaluation grid (known in simulation).
     pub iou: f64,
     pub recall: f64,
     pub precision: f64,
+    /// CRL: the policy's mean episode return and learned cost per step while training, and nu.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_return: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nu: Option<f64>,
+}
+
+/// A number that JSON wrote as null because it was NaN.
+pub(crate) fn nan_from_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// The result of learning.
@@ -192,6 +314,8 @@ pub struct Learned {
     pub seconds: f64,
     /// Why the loop stopped.
     pub stop_reason: String,
+    /// CRL: the trained policy.
+    pub policy: Option<GaussianPolicy>,
 }
 
 /// The learned network as a classifier on the grid.
@@ -232,6 +356,16 @@ pub fn learn(
 ) -> Result<Learned> {
     let t0 = Instant::now();
     cfg.validate().map_err(Error::Invalid)?;
+    let rewarded;
+    let task = match &cfg.reward {
+        Some(r) => {
+            let mut t = task.clone();
+            t.spec.reward = r.clone();
+            rewarded = t;
+            &rewarded
+        }
+        None => task,
+    };
     cfg.dsm
         .validate(Some(task.feature_dim()))
         .map_err(Error::Invalid)?;
@@ -295,20 +429,96 @@ pub fn learn(
         safety_margin: 0.0,
         ..dsm.clone()
     };
+    let mut ppo = match cfg.policy {
+        PolicyKind::Dsm => None,
+        PolicyKind::Crl => {
+            // States normalized by the demonstrations' mean and spread.
+            let (n, rows) = (task.state_dim(), demos.total_steps().max(1) as f64);
+            let states = || demos.demos.iter().flat_map(|x| x.states.chunks(n));
+            let mean: Vec<f64> = (0..n)
+                .map(|k| states().map(|s| s[k]).sum::<f64>() / rows)
+                .collect();
+            let scale: Vec<f64> = (0..n)
+                .map(|k| {
+                    let var = states().map(|s| (s[k] - mean[k]).powi(2)).sum::<f64>() / rows;
+                    1.0 / var.sqrt().max(1e-3)
+                })
+                .collect();
+            Some(Ppo::new(task, cfg.crl.clone(), mean, scale, seed)?)
+        }
+    };
+    let gmm = match cfg.method {
+        Method::Gpucl => Some(
+            Gmm::fit_bic(
+                &demo_points.data,
+                d,
+                (cfg.gpucl.components[0], cfg.gpucl.components[1]),
+                seed,
+            )
+            .map_err(|e| Error::Invalid(format!("gpucl: {e}")))?,
+        ),
+        _ => None,
+    };
+    let mut trained = false;
     for it in 0..cfg.iterations {
         let ti = Instant::now();
-        // Roll out the current policy: the nominal DS first, then the DS modulated by zeta.
+        let mut ppo_stats = None;
+        if let Some(ppo) = ppo.as_mut() {
+            // Train the policy on the learned binary cost (none before zeta was first trained).
+            let mut cost_scratch = Scratch::default();
+            let mut cost = |psi: &[f64]| {
+                if trained && net.zeta(psi, &mut cost_scratch) < 0.5 {
+                    1.0
+                } else {
+                    0.0
+                }
+            };
+            ppo_stats = Some(ppo.train(
+                task,
+                &starts,
+                &mut cost,
+                cfg.crl.timesteps_per_iteration,
+                &mut |_| true,
+            )?);
+        }
+        // Roll out the current policy: the nominal DS first, then the DS modulated by zeta; or the
+        // CRL policy, sampled.
         let mut kept = Vec::new();
         {
             let policy_net = (it > 0).then_some(&net);
-            for (i, s0) in starts.iter().enumerate() {
-                let mut policy =
-                    DsmPolicy::new(task, policy_net, &probe).map_err(Error::Invalid)?;
-                sim.rollout(s0, &mut policy, &mut traj);
+            let per_start = if ppo.is_some() {
+                cfg.crl.rollouts_per_start
+            } else {
+                1
+            };
+            for (j, (i, s0)) in starts
+                .iter()
+                .enumerate()
+                .flat_map(|x| std::iter::repeat_n(x, per_start))
+                .enumerate()
+            {
+                match &ppo {
+                    // The policy's mean action first, then samples.
+                    Some(ppo) if j % per_start == 0 => {
+                        sim.rollout(s0, &mut &ppo.policy, &mut traj);
+                    }
+                    Some(ppo) => {
+                        let mut policy = Sampling {
+                            policy: &ppo.policy,
+                            rng: ChaCha8Rng::seed_from_u64(rng.random()),
+                        };
+                        sim.rollout(s0, &mut policy, &mut traj);
+                    }
+                    None => {
+                        let mut policy =
+                            DsmPolicy::new(task, policy_net, &probe).map_err(Error::Invalid)?;
+                        sim.rollout(s0, &mut policy, &mut traj);
+                    }
+                }
                 let pts = feature_points(task, &traj);
                 let passes_return =
                     (1.0 - cfg.policy_filter.delta) * traj.episode_return >= demo_returns[i];
-                let cost = if it == 0 || pts.is_empty() {
+                let cost = if !trained || pts.is_empty() {
                     0.0
                 } else {
                     pts.rows()
@@ -316,15 +526,41 @@ pub fn learn(
                         .count() as f64
                         / pts.len() as f64
                 };
-                if passes_return && cost <= cfg.policy_filter.max_mean_cost {
+                // The policy filter is PUCL's (and GPUCL's, a PU variant); MECL and BC take every
+                // rollout of the iteration, as the reference does.
+                let filtered = matches!(cfg.method, Method::Pucl | Method::Gpucl);
+                if !filtered || (passes_return && cost <= cfg.policy_filter.max_mean_cost) {
                     kept.push(pts);
                 }
             }
         }
-        let reliable = identify(&demo_points, &kept, &memory, &cfg.identify)?;
+        let reliable = match cfg.method {
+            Method::Pucl => identify(&demo_points, &kept, &memory, &cfg.identify)?,
+            Method::Bc => {
+                let mut all = Points::new(d);
+                kept.iter().for_each(|p| all.extend(p));
+                all
+            }
+            Method::Gpucl => {
+                let g = gmm.as_ref().expect("fitted above");
+                let mut low = Points::new(d);
+                for p in kept.iter().flat_map(|p| p.rows()) {
+                    if g.log_density(p) < cfg.gpucl.log_density_threshold {
+                        low.push(p);
+                    }
+                }
+                low
+            }
+            // MECL has no labelled infeasible set: the current rollouts enter its loss directly.
+            Method::Mecl => Points::new(d),
+        };
         let infeasible = reliable.len() + memory.len();
         let mut loss = f64::NAN;
-        if infeasible > 0 {
+        if cfg.method == Method::Mecl {
+            if !kept.is_empty() {
+                loss = train_mecl(&mut net, &mut adam, &demo_points, &kept, cfg);
+            }
+        } else if infeasible > 0 {
             let n = demo_points.len() + infeasible;
             let mut x = Array2::<f64>::zeros((n, d));
             let mut y = Array1::<f64>::zeros(n);
@@ -337,7 +573,8 @@ pub fn learn(
                 x.row_mut(r).assign(&ndarray::ArrayView1::from(p));
                 y[r] = if r < demo_points.len() { 1.0 } else { 0.0 };
             }
-            let w = cfg.balance_classes.then(|| {
+            // BC weighs each class by half (REFERENCE.md).
+            let w = (cfg.balance_classes || cfg.method == Method::Bc).then(|| {
                 let (nd, ni) = (demo_points.len() as f64, infeasible as f64);
                 Array1::from_iter((0..n).map(|r| {
                     if r < demo_points.len() {
@@ -358,24 +595,41 @@ pub fn learn(
                 &mut rng,
             );
         }
+        trained |= loss.is_finite();
         memory.extend(&reliable);
         let c = grid_metrics(task, &net, 0.5);
         let stats = IterationStats {
             iteration: it,
-            rollouts: starts.len(),
+            rollouts: starts.len()
+                * if ppo.is_some() {
+                    cfg.crl.rollouts_per_start
+                } else {
+                    1
+                },
             kept: kept.len(),
-            reliable_infeasible: reliable.len(),
+            reliable_infeasible: if cfg.method == Method::Mecl {
+                kept.iter().map(|p| p.len()).sum()
+            } else {
+                reliable.len()
+            },
             memory_buffer: memory.len(),
             loss,
             seconds: ti.elapsed().as_secs_f64(),
             iou: c.iou(),
             recall: c.recall(),
             precision: c.precision(),
+            policy_return: ppo_stats.as_ref().map(|s| s.mean_return),
+            policy_cost: ppo_stats.as_ref().map(|s| s.mean_cost),
+            nu: ppo_stats.as_ref().map(|s| s.nu),
         };
         let go_on = on_iteration(&stats);
         history.push(stats);
         if !go_on {
             return Err(Error::Invalid(format!("cancelled after iteration {it}")));
+        }
+        // A CRL policy still learning may not beat the demonstrations yet: only DSM stops here.
+        if cfg.method == Method::Mecl || cfg.policy == PolicyKind::Crl {
+            continue;
         }
         if memory.is_empty() {
             stop_reason = format!(
@@ -388,7 +642,7 @@ pub fn learn(
             break;
         }
     }
-    if memory.is_empty() {
+    if memory.is_empty() && cfg.method != Method::Mecl {
         return Err(Error::Invalid(format!(
             "nothing learned: {stop_reason} (try a smaller identify.d_r)"
         )));
@@ -401,7 +655,80 @@ pub fn learn(
         starts,
         seconds: t0.elapsed().as_secs_f64(),
         stop_reason,
+        policy: ppo.map(|p| p.policy),
     })
+}
+
+/// MECL's update on the current rollouts: minimize -mean log zeta(D) + sum_s w(s) log zeta(s)
+/// minus c_reg (mean zeta(D) + mean zeta(policy)), with full-batch Adam steps. The weight w(s) is
+/// w_IS(tau(s)) normalized over all policy states, where w_IS(tau) is the product of
+/// zeta_new / zeta_old over the trajectory: the importance weight of a rollout of the previous
+/// policy under the new constraint, constant in the gradient. Returns the last loss.
+fn train_mecl(
+    net: &mut Mlp,
+    adam: &mut Adam,
+    demo_points: &Points,
+    rollouts: &[Points],
+    cfg: &LearnConfig,
+) -> f64 {
+    let d = demo_points.dim;
+    let nd = demo_points.len();
+    let owner: Vec<usize> = rollouts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, p)| std::iter::repeat_n(i, p.len()))
+        .collect();
+    let np = owner.len();
+    let mut x = Array2::<f64>::zeros((nd + np, d));
+    for (r, p) in demo_points
+        .rows()
+        .chain(rollouts.iter().flat_map(|p| p.rows()))
+        .enumerate()
+    {
+        x.row_mut(r).assign(&ndarray::ArrayView1::from(p));
+    }
+    let log_zeta = |logit: f64| -softplus(-logit);
+    let old: Vec<f64> = net
+        .logits(x.view())
+        .iter()
+        .skip(nd)
+        .map(|l| log_zeta(*l))
+        .collect();
+    let mut grad = vec![0.0; net.params.len()];
+    let mut loss = f64::NAN;
+    let c = cfg.mecl.c_reg;
+    for _ in 0..cfg.epochs {
+        net.param_grad_from_logits(
+            x.view(),
+            |logits| {
+                // Self-normalized importance weights per trajectory, then per state.
+                let mut lw = vec![0.0; rollouts.len()];
+                for (k, &o) in owner.iter().enumerate() {
+                    lw[o] += log_zeta(logits[nd + k]) - old[k];
+                }
+                let m = lw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let w_traj: Vec<f64> = lw.iter().map(|v| (v - m).exp()).collect();
+                let total: f64 = owner.iter().map(|&o| w_traj[o]).sum();
+                let (mut l, mut dl) = (0.0, Array1::<f64>::zeros(nd + np));
+                for r in 0..nd + np {
+                    let z = sigmoid(logits[r]);
+                    if r < nd {
+                        l += -log_zeta(logits[r]) / nd as f64 - c * z / nd as f64;
+                        dl[r] = -(1.0 - z) / nd as f64 - c * z * (1.0 - z) / nd as f64;
+                    } else {
+                        let w = w_traj[owner[r - nd]] / total;
+                        l += w * log_zeta(logits[r]) - c * z / np as f64;
+                        dl[r] = w * (1.0 - z) - c * z * (1.0 - z) / np as f64;
+                    }
+                }
+                loss = l;
+                dl
+            },
+            &mut grad,
+        );
+        adam.step(&mut net.params, &grad);
+    }
+    loss
 }
 
 /// Metrics of a learned network: on the grid, and the DSM policy it modulates.
@@ -457,6 +784,30 @@ pub fn episode_starts(
             base.clone()
         })
         .collect()
+}
+
+/// The unsafe rate and goal reaching of a CRL policy's mean action, from the evaluation starts.
+pub fn evaluate_policy(
+    task: &Task,
+    policy: &GaussianPolicy,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+) -> Result<(UnsafeRate, f64)> {
+    if starts.is_empty() || episodes == 0 {
+        return Err(Error::Invalid(
+            "evaluation needs at least one start and one episode".into(),
+        ));
+    }
+    let mut sim = Simulator::new(task);
+    let mut trajs = Vec::with_capacity(episodes);
+    for s in episode_starts(task, starts, episodes, seed) {
+        let mut t = Trajectory::with_capacity(task);
+        sim.rollout(&s, &mut &*policy, &mut t);
+        trajs.push(t);
+    }
+    let reached = trajs.iter().filter(|t| t.reached_goal).count() as f64 / trajs.len() as f64;
+    Ok((UnsafeRate::of(&trajs), reached))
 }
 
 /// Evaluate a network with its DSM settings on a task.

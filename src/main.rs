@@ -2,9 +2,10 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use pucl::crl::PolicyFile;
 use pucl::demos::DemoSet;
 use pucl::expert::{ExpertOptions, generate};
-use pucl::learner::{LearnConfig, evaluate, learn};
+use pucl::learner::{LearnConfig, Method, PolicyKind, evaluate, evaluate_policy, learn};
 use pucl::model::ConstraintModel;
 use pucl::modulation::DsmPolicy;
 use pucl::network::Scratch;
@@ -32,7 +33,8 @@ enum Command {
     /// Generate and check demonstration sets (CSV or JSON).
     #[command(subcommand)]
     Demos(DemosCommand),
-    /// Learn the constraint from demonstrations with DSM-PUCL and write the model file.
+    /// Learn the constraint from demonstrations (DSM-PUCL by default; CRL-PUCL with --policy crl; the
+    /// baselines with --method) and write the model file.
     Learn {
         /// Built-in task name or path to a task YAML file (gives the simulator for the rollouts).
         #[arg(long)]
@@ -49,8 +51,19 @@ enum Command {
         /// The model file to write (JSON), atomically.
         #[arg(long)]
         out: PathBuf,
+        /// The policy proposing trajectories [default: the config's `policy`, dsm]; crl adds
+        /// config/learn/crl.yaml and config/learn/<task>.crl.yaml.
+        #[arg(long, value_enum)]
+        policy: Option<PolicyKind>,
+        /// PUCL or a baseline [default: the config's `method`, pucl].
+        #[arg(long, value_enum)]
+        method: Option<Method>,
+        /// With --policy crl: also write the trained policy (JSON), for `pucl eval --policy`.
+        #[arg(long)]
+        policy_out: Option<PathBuf>,
     },
-    /// Evaluate a model: IoU, recall, precision on the task's grid; unsafe rate of its DSM policy.
+    /// Evaluate a model: IoU, recall, precision on the task's grid; unsafe rate of its DSM policy, or
+    /// of a CRL policy file (--policy).
     Eval {
         /// Built-in task name or path to a task YAML file (its true constraint is the reference).
         #[arg(long)]
@@ -69,6 +82,9 @@ enum Command {
         /// List the first violating state of every violating episode.
         #[arg(long)]
         show_violations: bool,
+        /// A CRL policy file (`pucl learn --policy crl --policy-out`): its episodes give the unsafe rate.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// Query a model: feasible, zeta and its gradient at one or more points (values flattened).
     Query {
@@ -264,10 +280,19 @@ fn run(cli: Cli) -> Result<()> {
             config,
             seed,
             out,
+            policy,
+            method,
+            policy_out,
         } => {
             let task = Task::load(&task)?;
             let set = DemoSet::load(&demos, &task)?;
-            let cfg = LearnConfig::for_task(task.name(), config.as_deref())?;
+            let mut cfg = LearnConfig::for_task_policy(task.name(), policy, config.as_deref())?;
+            if let Some(m) = method {
+                cfg.method = m;
+            }
+            if policy_out.is_some() && cfg.policy != PolicyKind::Crl {
+                anyhow::bail!("--policy-out needs the CRL policy (--policy crl)");
+            }
             let bar = ProgressBar::new(cfg.iterations as u64).with_style(
                 ProgressStyle::with_template(
                     "learning {prefix} [{bar:25}] iteration {pos}/{len} {msg}",
@@ -277,14 +302,20 @@ fn run(cli: Cli) -> Result<()> {
             bar.set_prefix(task.name().to_string());
             let learned = learn(&task, &set, &cfg, seed, &mut |st| {
                 bar.set_position(st.iteration as u64 + 1);
+                let crl = match (st.policy_return, st.policy_cost, st.nu) {
+                    (Some(r), Some(c), Some(nu)) => {
+                        format!(", policy return {r:.2} cost {c:.3} nu {nu:.3}")
+                    }
+                    _ => String::new(),
+                };
                 bar.set_message(format!(
-                    "|R| {} |M| {} loss {:.4} IoU {:.3}",
+                    "|R| {} |M| {} loss {:.4} IoU {:.3}{crl}",
                     st.reliable_infeasible, st.memory_buffer, st.loss, st.iou
                 ));
                 if bar.is_hidden() {
                     // Not a terminal: one line per iteration instead of the bar.
                     eprintln!(
-                        "iteration {}: kept {}/{} rollouts, |R| {}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s",
+                        "iteration {}: kept {}/{} rollouts, |R| {}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s{crl}",
                         st.iteration,
                         st.kept,
                         st.rollouts,
@@ -301,6 +332,10 @@ fn run(cli: Cli) -> Result<()> {
             let last = learned.history.last().expect("at least one iteration");
             let model = ConstraintModel::from_learned(&task, &set, &cfg, seed, &learned);
             model.save(&out)?;
+            if let (Some(p), Some(pol)) = (&policy_out, &learned.policy) {
+                PolicyFile::new(&task, seed, pol.clone()).save(p)?;
+                println!("wrote {}: the CRL policy", p.display());
+            }
             println!(
                 "wrote {}: {} iterations in {:.1} s ({}), |M| {}, loss {:.4}, IoU {:.3}, recall {:.3}, precision {:.3}",
                 out.display(),
@@ -321,12 +356,13 @@ fn run(cli: Cli) -> Result<()> {
             seed,
             json,
             show_violations,
+            policy,
         } => {
             let task = Task::load(&task)?;
             let m = ConstraintModel::load(&model)?;
             m.check_task(&task, &model)?;
             let episodes = episodes.unwrap_or(task.spec.evaluation.episodes);
-            let e = evaluate(
+            let mut e = evaluate(
                 &task,
                 &m.network,
                 &m.dsm,
@@ -335,10 +371,21 @@ fn run(cli: Cli) -> Result<()> {
                 episodes,
                 seed,
             )?;
+            if let Some(p) = &policy {
+                // The unsafe rate is the CRL policy's, not the DSM policy's.
+                let f = PolicyFile::load(p, &task)?;
+                let (u, reached) = evaluate_policy(&task, &f.policy, &m.starts, episodes, seed)?;
+                e.unsafe_rate = u.rate();
+                e.violating_episodes = u.episode_fraction();
+                e.goal_reached = reached;
+                e.unsafe_counts = u;
+                e.first_violations.clear();
+            }
             if json {
                 let v = serde_json::json!({
                     "iou": e.iou, "recall": e.recall, "precision": e.precision,
                     "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
+                    "goal_reached": e.goal_reached,
                 });
                 println!("{v}");
             } else {

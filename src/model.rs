@@ -35,6 +35,8 @@ pub struct TrainingSummary {
     /// |R| of the last iteration and |M| at the end.
     pub reliable_infeasible: usize,
     pub memory_buffer: usize,
+    /// NaN (JSON null) when nothing was trained.
+    #[serde(deserialize_with = "crate::learner::nan_from_null")]
     pub final_loss: f64,
     pub wall_seconds: f64,
     /// Against the task's true constraint, when it was known.

@@ -48,7 +48,7 @@ pub fn sigmoid(z: f64) -> f64 {
 
 /// log(1 + e^z), stable.
 #[inline]
-fn softplus(z: f64) -> f64 {
+pub fn softplus(z: f64) -> f64 {
     if z > 0.0 {
         z + (-z).exp().ln_1p()
     } else {
@@ -225,6 +225,11 @@ impl Mlp {
             scratch.act.extend(scratch.tmp.iter().map(|v| leaky(*v)));
         }
         unreachable!("the last layer returns")
+    }
+
+    /// Logits for a batch (rows are inputs).
+    pub fn logits(&self, x: ArrayView2<f64>) -> Array1<f64> {
+        self.forward(x).1
     }
 
     /// zeta for a batch (rows are inputs).

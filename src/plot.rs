@@ -160,20 +160,8 @@ impl Scene<'_> {
         } else {
             (1400, 700)
         };
-        let dir = out
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        let name = out
-            .file_name()
-            .ok_or_else(|| Error::Invalid(format!("{}: not a file path", out.display())))?;
-        let tmp = dir.join(format!(
-            ".{}.tmp{}.png",
-            name.to_string_lossy(),
-            std::process::id()
-        ));
-        let draw = || -> std::result::Result<(), Box<dyn std::error::Error>> {
-            let root = BitMapBackend::new(&tmp, (w, h)).into_drawing_area();
+        write_png(out, |tmp| {
+            let root = BitMapBackend::new(tmp, (w, h)).into_drawing_area();
             root.fill(&WHITE)?;
             let (top, body) = root.split_vertically(36);
             top.titled(&self.title, ("sans-serif", 22))?;
@@ -183,17 +171,6 @@ impl Scene<'_> {
             }
             root.present()?;
             Ok(())
-        };
-        if let Err(e) = draw() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(Error::Invalid(format!(
-                "{}: drawing failed: {e}",
-                out.display()
-            )));
-        }
-        std::fs::rename(&tmp, out).map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            Error::io(out, e)
         })
     }
 
@@ -375,5 +352,113 @@ mod tests {
         assert!(zeta_color(0.0).0 > zeta_color(0.0).2);
         assert!(zeta_color(1.0).2 > zeta_color(1.0).0);
         assert_eq!(zeta_color(f64::NAN), zeta_color(0.0));
+    }
+}
+
+type DrawResult = std::result::Result<(), Box<dyn std::error::Error>>;
+
+/// Draw a PNG into a temporary file beside `out`, then rename it over `out` (atomic).
+fn write_png(out: &Path, draw: impl FnOnce(&Path) -> DrawResult) -> Result<()> {
+    let dir = out
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = out
+        .file_name()
+        .ok_or_else(|| Error::Invalid(format!("{}: not a file path", out.display())))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}.png",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    if let Err(e) = draw(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(Error::Invalid(format!(
+            "{}: drawing failed: {e}",
+            out.display()
+        )));
+    }
+    std::fs::rename(&tmp, out).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Error::io(out, e)
+    })
+}
+
+/// One point of a sweep: the parameter and the (mean, std) of the quantity.
+pub type SweepPoint = (f64, (f64, f64));
+
+/// Panels side by side, each a quantity against one parameter: mean with a +-std band (a sweep such
+/// as the paper's Fig. 4). `panels`: (y label, [(x, (mean, std))]).
+pub fn sweep_chart(
+    out: &Path,
+    title: &str,
+    x_label: &str,
+    panels: &[(&str, &[SweepPoint])],
+) -> Result<()> {
+    register_font();
+    if panels.iter().any(|(_, pts)| pts.is_empty()) {
+        return Err(Error::Invalid(format!(
+            "{}: nothing to draw (a panel has no points)",
+            out.display()
+        )));
+    }
+    write_png(out, |tmp| {
+        let root = BitMapBackend::new(tmp, (560 * panels.len() as u32, 480)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (top, body) = root.split_vertically(36);
+        top.titled(title, ("sans-serif", 18))?;
+        for (area, (label, pts)) in body.split_evenly((1, panels.len())).iter().zip(panels) {
+            let (x0, x1) = pts
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), p| {
+                    (a.min(p.0), b.max(p.0))
+                });
+            let y1 = pts.iter().map(|p| p.1.0 + p.1.1).fold(0.0, f64::max);
+            let pad = 0.05 * (x1 - x0).max(1e-9);
+            let mut chart = ChartBuilder::on(area)
+                .margin(14)
+                .x_label_area_size(40)
+                .y_label_area_size(56)
+                .build_cartesian_2d(x0 - pad..x1 + pad, 0.0..(1.1 * y1).max(1e-6))?;
+            chart
+                .configure_mesh()
+                .x_desc(x_label)
+                .y_desc(*label)
+                .label_style(("sans-serif", 13))
+                .draw()?;
+            let band: Vec<(f64, f64)> = pts
+                .iter()
+                .map(|p| (p.0, p.1.0 + p.1.1))
+                .chain(pts.iter().rev().map(|p| (p.0, (p.1.0 - p.1.1).max(0.0))))
+                .collect();
+            chart.draw_series(std::iter::once(Polygon::new(band, BLUE.mix(0.2).filled())))?;
+            chart.draw_series(LineSeries::new(
+                pts.iter().map(|p| (p.0, p.1.0)),
+                BLUE.stroke_width(2),
+            ))?;
+            chart.draw_series(
+                pts.iter()
+                    .map(|p| Circle::new((p.0, p.1.0), 4, BLUE.filled())),
+            )?;
+        }
+        root.present()?;
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod sweep_tests {
+    use super::*;
+
+    #[test]
+    fn sweep_chart_writes_a_png_and_refuses_empty_panels() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("sweep.png");
+        let iou = [(0.08, (0.7, 0.05)), (0.12, (0.8, 0.02)), (0.16, (0.6, 0.1))];
+        let unsafe_rate = [(0.08, (0.5, 0.2)), (0.12, (1.0, 0.5)), (0.16, (4.0, 1.0))];
+        sweep_chart(&p, "t", "d_r", &[("IoU", &iou), ("unsafe", &unsafe_rate)]).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[1..4], b"PNG");
+        assert!(sweep_chart(&p, "t", "d_r", &[("IoU", &[])]).is_err());
     }
 }

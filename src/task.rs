@@ -58,11 +58,23 @@ pub struct TaskSpec {
     #[serde(default)]
     pub start_jitter: f64,
     pub reward: RewardSpec,
+    /// Where the RL policy's training episodes start: positions uniform in this box (REFERENCE.md:
+    /// the 2-D task's (0.9, 1.0) + U(-0.5, 0.5)); none: the demonstration starts, jittered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub training_starts: Option<StartBox>,
     /// The true constraint: a union of primitives over the feature space; infeasible inside any.
     pub true_constraint: Vec<PrimitiveSpec>,
     pub evaluation: EvaluationSpec,
     #[serde(default)]
     pub expert: ExpertSpec,
+}
+
+/// A box of start positions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBox {
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
 }
 
 /// Kinematic single integrator: p' = clip(p + dt * velocity_scale * limit(a)).
@@ -461,6 +473,13 @@ impl Task {
         }
         if !(spec.start_jitter.is_finite() && spec.start_jitter >= 0.0) {
             return Err(err("start_jitter", "must be a finite number >= 0".into()));
+        }
+        if let Some(b) = &spec.training_starts {
+            check_pos("training_starts.lower", &b.lower)?;
+            check_pos("training_starts.upper", &b.upper)?;
+            if b.lower.iter().zip(&b.upper).any(|(l, h)| l > h) {
+                return Err(err("training_starts", "lower must not exceed upper".into()));
+            }
         }
         let r = &spec.reward;
         if [r.distance, r.progress, r.path_length, r.goal_bonus]

@@ -1,0 +1,349 @@
+//! The paper's comparison: PUCL against the baselines GPUCL, MECL and BC with the CRL policy; CRL-PUCL
+//! against DSM-PUCL; and the d_r sensitivity sweep (Fig. 4) as a PNG. Prints markdown tables beside
+//! the paper's numbers.
+//!
+//!     cargo bench --bench compare -- [--part methods|policies|sweep|all] [--seeds N]
+//!                                    [--tasks point_ellipse_2d,reach_obstacle_3d] [--out DIR]
+//!                                    [--iterations N] [--timesteps N] [--jobs N]
+//!
+//! Seeds 100.. (settings were chosen on seeds 0-9). `--iterations` / `--timesteps` shorten the CRL
+//! schedule (outer iterations, PPO steps per iteration) when the reference's would take too long;
+//! the tables say which schedule ran. Runs go `--jobs` at a time (default 2).
+use pucl::demos::DemoSet;
+use pucl::learner::{LearnConfig, Method, PolicyKind, evaluate, evaluate_policy, learn};
+use pucl::plot::sweep_chart;
+use pucl::task::Task;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// One measured run.
+#[derive(Clone, Debug)]
+struct Run {
+    iou: f64,
+    recall: f64,
+    precision: f64,
+    unsafe_rate: f64,
+    seconds: f64,
+}
+
+#[derive(Clone)]
+struct Job {
+    task: &'static str,
+    demos: &'static str,
+    policy: PolicyKind,
+    method: Method,
+    d_r: Option<f64>,
+    seed: u64,
+}
+
+struct Opts {
+    iterations: Option<usize>,
+    timesteps: Option<usize>,
+}
+
+fn demos_file(task: &str) -> &'static str {
+    match task {
+        "point_ellipse_2d" => "point_ellipse_2d.csv",
+        _ => "reach_obstacle_3d_ds.csv",
+    }
+}
+
+fn run(job: &Job, o: &Opts) -> Result<Run, String> {
+    let task = Task::load(job.task).map_err(|e| e.to_string())?;
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("data/demos")
+        .join(job.demos);
+    let demos = DemoSet::load(&path, &task).map_err(|e| e.to_string())?;
+    let mut cfg = LearnConfig::for_task_policy(job.task, Some(job.policy), None)
+        .map_err(|e| e.to_string())?;
+    cfg.method = job.method;
+    if let Some(d) = job.d_r {
+        cfg.identify.d_r = Some(d);
+        cfg.identify.percentile = None;
+    }
+    if job.policy == PolicyKind::Crl {
+        if let Some(n) = o.iterations {
+            cfg.iterations = n;
+        }
+        if let Some(n) = o.timesteps {
+            cfg.crl.timesteps_per_iteration = n;
+        }
+    }
+    let t0 = Instant::now();
+    let l = learn(&task, &demos, &cfg, job.seed, &mut |_| true).map_err(|e| e.to_string())?;
+    let seconds = t0.elapsed().as_secs_f64();
+    let episodes = task.spec.evaluation.episodes;
+    let mut e = evaluate(&task, &l.net, &l.dsm, 0.5, &l.starts, episodes, job.seed)
+        .map_err(|e| e.to_string())?;
+    if let Some(p) = &l.policy {
+        // CRL: the unsafe rate of the trained policy (20 episodes, as the reference evaluates CRL).
+        let (u, _) =
+            evaluate_policy(&task, p, &l.starts, 20, job.seed).map_err(|e| e.to_string())?;
+        e.unsafe_rate = u.rate();
+    }
+    Ok(Run {
+        iou: e.iou,
+        recall: e.recall,
+        precision: e.precision,
+        unsafe_rate: e.unsafe_rate,
+        seconds,
+    })
+}
+
+/// Run the jobs, `jobs` at a time; results in job order.
+fn run_all(list: &[Job], o: &Opts, jobs: usize) -> Vec<Result<Run, String>> {
+    let next = Mutex::new(0usize);
+    let out = Mutex::new(vec![None; list.len()]);
+    std::thread::scope(|s| {
+        for _ in 0..jobs.max(1) {
+            s.spawn(|| {
+                loop {
+                    let i = {
+                        let mut n = next.lock().unwrap();
+                        let i = *n;
+                        *n += 1;
+                        i
+                    };
+                    let Some(job) = list.get(i) else { break };
+                    let r = run(job, o);
+                    eprintln!(
+                        "  {} {:?} {:?} d_r {:?} seed {}: {}",
+                        job.task,
+                        job.policy,
+                        job.method,
+                        job.d_r,
+                        job.seed,
+                        match &r {
+                            Ok(r) => format!(
+                                "IoU {:.3} unsafe {:.2} % {:.0} s",
+                                r.iou,
+                                100.0 * r.unsafe_rate,
+                                r.seconds
+                            ),
+                            Err(e) => format!("failed: {e}"),
+                        }
+                    );
+                    out.lock().unwrap()[i] = Some(r);
+                }
+            });
+        }
+    });
+    out.into_inner()
+        .unwrap()
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
+}
+
+fn mean_std(v: &[f64]) -> (f64, f64) {
+    let n = v.len() as f64;
+    let m = v.iter().sum::<f64>() / n;
+    let var = v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / n;
+    (m, var.sqrt())
+}
+
+fn cell(runs: &[&Run], f: impl Fn(&Run) -> f64, scale: f64, digits: usize) -> String {
+    if runs.is_empty() {
+        return "failed".into();
+    }
+    let (m, s) = mean_std(&runs.iter().map(|r| f(r) * scale).collect::<Vec<_>>());
+    format!("{m:.digits$} +- {s:.digits$}")
+}
+
+fn paper(task: &str, method: Method) -> &'static str {
+    match (task, method) {
+        ("point_ellipse_2d", Method::Pucl) => "0.77 / ~1 %",
+        ("point_ellipse_2d", Method::Gpucl) => "0.56 / 10.5 %",
+        ("point_ellipse_2d", Method::Mecl) => "0.47 / 11 %",
+        ("point_ellipse_2d", Method::Bc) => "0.34 / 16 %",
+        ("reach_obstacle_3d", Method::Pucl) => "0.46 +- 0.09 / 0.47 %",
+        _ => "-",
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let arg = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let part = arg("--part").unwrap_or_else(|| "all".into());
+    let seeds: u64 = arg("--seeds").map_or(5, |s| s.parse().expect("--seeds N"));
+    let jobs: usize = arg("--jobs").map_or(2, |s| s.parse().expect("--jobs N"));
+    let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/compare".into()));
+    let tasks: Vec<&'static str> = arg("--tasks")
+        .map(|t| {
+            t.split(',')
+                .map(|s| &*Box::leak(s.to_string().into_boxed_str()))
+                .collect()
+        })
+        .unwrap_or_else(|| vec!["point_ellipse_2d", "reach_obstacle_3d"]);
+    let o = Opts {
+        iterations: arg("--iterations").map(|s| s.parse().expect("--iterations N")),
+        timesteps: arg("--timesteps").map(|s| s.parse().expect("--timesteps N")),
+    };
+    std::fs::create_dir_all(&out).expect("output directory");
+    let seed_list: Vec<u64> = (100..100 + seeds).collect();
+    let schedule = match (o.iterations, o.timesteps) {
+        (None, None) => "the reference's CRL schedule".to_string(),
+        (i, t) => format!(
+            "CRL schedule shortened: iterations {}, PPO steps per iteration {}",
+            i.map_or("as configured".into(), |v| v.to_string()),
+            t.map_or("as configured".into(), |v| v.to_string())
+        ),
+    };
+    println!("# pucl comparison: {seeds} seeds (100..), {schedule}\n");
+
+    if part == "methods" || part == "all" {
+        let methods = [Method::Pucl, Method::Gpucl, Method::Mecl, Method::Bc];
+        let list: Vec<Job> = tasks
+            .iter()
+            .flat_map(|&task| {
+                methods.iter().flat_map(move |&method| {
+                    (100..100 + seeds).map(move |seed| Job {
+                        task,
+                        demos: demos_file(task),
+                        policy: PolicyKind::Crl,
+                        method,
+                        d_r: None,
+                        seed,
+                    })
+                })
+            })
+            .collect();
+        eprintln!("methods: {} runs", list.len());
+        let res = run_all(&list, &o, jobs);
+        println!("## Methods with the CRL policy (mean +- std over seeds)\n");
+        println!("| task | method | IoU | unsafe rate % | paper IoU / unsafe | failed runs |");
+        println!("|---|---|---|---|---|---|");
+        for &task in &tasks {
+            for &method in &methods {
+                let runs: Vec<&Run> = list
+                    .iter()
+                    .zip(&res)
+                    .filter(|(j, _)| j.task == task && j.method == method)
+                    .filter_map(|(_, r)| r.as_ref().ok())
+                    .collect();
+                println!(
+                    "| {task} | {method:?} | {} | {} | {} | {} |",
+                    cell(&runs, |r| r.iou, 1.0, 3),
+                    cell(&runs, |r| r.unsafe_rate, 100.0, 2),
+                    paper(task, method),
+                    seeds as usize - runs.len()
+                );
+            }
+        }
+        println!();
+    }
+
+    if part == "policies" || part == "all" {
+        let task = "reach_obstacle_3d";
+        let list: Vec<Job> = [PolicyKind::Crl, PolicyKind::Dsm]
+            .iter()
+            .flat_map(|&policy| {
+                seed_list.iter().map(move |&seed| Job {
+                    task,
+                    demos: demos_file(task),
+                    policy,
+                    method: Method::Pucl,
+                    d_r: None,
+                    seed,
+                })
+            })
+            .collect();
+        eprintln!("policies: {} runs", list.len());
+        let res = run_all(&list, &o, jobs);
+        println!("## CRL-PUCL against DSM-PUCL on {task} (mean +- std over seeds)\n");
+        println!("| policy | IoU | recall % | precision % | unsafe rate % | training s | paper |");
+        println!("|---|---|---|---|---|---|---|");
+        for policy in [PolicyKind::Crl, PolicyKind::Dsm] {
+            let runs: Vec<&Run> = list
+                .iter()
+                .zip(&res)
+                .filter(|(j, _)| j.policy == policy)
+                .filter_map(|(_, r)| r.as_ref().ok())
+                .collect();
+            println!(
+                "| {policy:?} | {} | {} | {} | {} | {} | {} |",
+                cell(&runs, |r| r.iou, 1.0, 3),
+                cell(&runs, |r| r.recall, 100.0, 1),
+                cell(&runs, |r| r.precision, 100.0, 1),
+                cell(&runs, |r| r.unsafe_rate, 100.0, 2),
+                cell(&runs, |r| r.seconds, 1.0, 1),
+                match policy {
+                    PolicyKind::Crl =>
+                        "IoU 0.46 +- 0.09, recall 94.2 %, precision 47.6 %, unsafe 0.47 %, 13.4 min (GPU PC)",
+                    PolicyKind::Dsm =>
+                        "IoU 0.42 +- 0.01, recall 99.9 %, precision 42.1 %, unsafe 0.15 %, 4.7 min",
+                }
+            );
+        }
+        println!();
+    }
+
+    if part == "sweep" || part == "all" {
+        let task = "point_ellipse_2d";
+        let policy = match arg("--sweep-policy").as_deref() {
+            Some("dsm") => PolicyKind::Dsm,
+            _ => PolicyKind::Crl,
+        };
+        let values = [0.06, 0.08, 0.10, 0.12, 0.14, 0.16, 0.20];
+        let list: Vec<Job> = values
+            .iter()
+            .flat_map(|&d| {
+                seed_list.iter().map(move |&seed| Job {
+                    task,
+                    demos: demos_file(task),
+                    policy,
+                    method: Method::Pucl,
+                    d_r: Some(d),
+                    seed,
+                })
+            })
+            .collect();
+        eprintln!("sweep: {} runs", list.len());
+        let res = run_all(&list, &o, jobs);
+        println!("## d_r sensitivity on {task} ({policy:?}-PUCL; the paper's Fig. 4)\n");
+        println!("| d_r | IoU | unsafe rate % |");
+        println!("|---|---|---|");
+        let (mut iou, mut unsafe_rate) = (Vec::new(), Vec::new());
+        for &d in &values {
+            let runs: Vec<&Run> = list
+                .iter()
+                .zip(&res)
+                .filter(|(j, _)| j.d_r == Some(d))
+                .filter_map(|(_, r)| r.as_ref().ok())
+                .collect();
+            println!(
+                "| {d:.2} | {} | {} |",
+                cell(&runs, |r| r.iou, 1.0, 3),
+                cell(&runs, |r| r.unsafe_rate, 100.0, 2)
+            );
+            if !runs.is_empty() {
+                iou.push((d, mean_std(&runs.iter().map(|r| r.iou).collect::<Vec<_>>())));
+                unsafe_rate.push((
+                    d,
+                    mean_std(
+                        &runs
+                            .iter()
+                            .map(|r| 100.0 * r.unsafe_rate)
+                            .collect::<Vec<_>>(),
+                    ),
+                ));
+            }
+        }
+        let png = out.join("dr_sweep.png");
+        match sweep_chart(
+            &png,
+            &format!("{task}: {policy:?}-PUCL against d_r ({seeds} seeds, mean +- std)"),
+            "d_r",
+            &[("IoU", &iou[..]), ("unsafe rate (%)", &unsafe_rate[..])],
+        ) {
+            Ok(()) => println!("\nwrote {}", png.display()),
+            Err(e) => println!("\nthe plot failed: {e}"),
+        }
+    }
+}
