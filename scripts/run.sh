@@ -4,7 +4,8 @@
 # records expert demonstrations over topics, learns the constraint with the learner action, serves
 # it, then drives the simulator through the safety filter with a controller that ignores the
 # obstacle, and prints IoU, the unsafe rate and whether the filtered runs stayed feasible.
-# Options go to scripts/loop.py (--task, --demos, --runs, --shift, --workdir; default out/ros).
+# Options go to scripts/loop.py (--task, --demos, --jitter, --runs, --shift, --learn-config,
+# --workdir; default out/ros).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup_ros.sh

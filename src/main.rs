@@ -110,6 +110,9 @@ enum Command {
         /// Output PNG.
         #[arg(long)]
         out: PathBuf,
+        /// Draw this CRL policy's rollouts (mean action) instead of the DSM policy's.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// Draw a task's true constraint (and demonstrations) as a PNG; a 3-D task as a top and a side view.
     PlotTask {
@@ -452,23 +455,33 @@ fn run(cli: Cli) -> Result<()> {
             model,
             demos,
             out,
+            policy,
         } => {
             let task = Task::load(&task)?;
             let m = ConstraintModel::load(&model)?;
             m.check_task(&task, &model)?;
+            let crl = policy
+                .as_deref()
+                .map(|p| PolicyFile::load(p, &task))
+                .transpose()?;
             let mut paths = Vec::new();
             if let Some(f) = &demos {
                 paths.push(demo_series(&task, &DemoSet::load(f, &task)?));
             }
-            // The DSM policy's rollouts from the demonstration starts.
+            // The policy's rollouts from the demonstration starts.
             let mut sim = Simulator::new(&task);
             let mut groups = Vec::new();
             let mut psi = vec![0.0; task.feature_dim()];
             for s in &m.starts {
                 let mut t = Trajectory::with_capacity(&task);
-                let mut policy =
-                    DsmPolicy::new(&task, Some(&m.network), &m.dsm).map_err(anyhow::Error::msg)?;
-                sim.rollout(s, &mut policy, &mut t);
+                match &crl {
+                    Some(f) => sim.rollout(s, &mut &f.policy, &mut t),
+                    None => {
+                        let mut policy = DsmPolicy::new(&task, Some(&m.network), &m.dsm)
+                            .map_err(anyhow::Error::msg)?;
+                        sim.rollout(s, &mut policy, &mut t);
+                    }
+                }
                 let mut g = Vec::with_capacity(t.len());
                 for i in 0..t.len() {
                     task.features_into(t.state(i), t.action(i), &mut psi);
@@ -477,7 +490,11 @@ fn run(cli: Cli) -> Result<()> {
                 groups.push(g);
             }
             paths.push(Series {
-                label: "DSM policy rollouts".into(),
+                label: if crl.is_some() {
+                    "CRL policy rollouts".into()
+                } else {
+                    "DSM policy rollouts".into()
+                },
                 color: ROLLOUT_COLOR,
                 groups,
             });

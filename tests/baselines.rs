@@ -58,6 +58,21 @@ fn crl_pucl_learns_the_ellipses_and_its_saved_policy_reaches_the_goal_safely() {
     assert!(e["recall"].as_f64().unwrap() > 0.85, "{e}");
     assert!(e["unsafe_rate"].as_f64().unwrap() < 0.1, "{e}");
     assert_eq!(e["goal_reached"].as_f64(), Some(1.0), "{e}");
+    // The heat map with the CRL policy's rollouts.
+    let png = d.path().join("crl.png");
+    let o = pucl(&[
+        "plot",
+        "--task",
+        "point_ellipse_2d",
+        "--model",
+        model.to_str().unwrap(),
+        "--policy",
+        policy.to_str().unwrap(),
+        "--out",
+        png.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
     // A model file given as a policy is refused, naming the file.
     fails_with(
         &[

@@ -100,7 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "~/query_feasibility",
         QosProfile::default().keep_last(1000),
     )?;
-    let mut reloads = node.create_service::<r2r::std_srvs::srv::Trigger::Service>(
+    let reloads = node.create_service::<r2r::std_srvs::srv::Trigger::Service>(
         "~/reload",
         QosProfile::default(),
     )?;
@@ -157,21 +157,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let _ = req.respond(r);
         }
     })?;
-    let r = reload.clone();
     let logger = node.logger().to_string();
-    spawner.spawn_local(async move {
-        while let Some(req) = reloads.next().await {
-            let out = r();
-            if let Err(e) = &out {
-                r2r::log_error!(&logger, "{e}");
-            }
-            let _ = req.respond(r2r::std_srvs::srv::Trigger::Response {
-                success: out.is_ok(),
-                message: out.unwrap_or_else(|e| e),
-            });
-        }
-    })?;
-    let logger = node.logger().to_string();
+    spawner.spawn_local(ros::serve_reload(reloads, reload.clone(), logger.clone()))?;
     spawner.spawn_local(ros::watch_model_file(
         watch,
         model_path.clone(),

@@ -305,17 +305,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             });
         }
     })?;
-    let mut reloads = node.create_service::<Trigger::Service>("~/reload", QosProfile::default())?;
-    let r = reload.clone();
-    spawner.spawn_local(async move {
-        while let Some(req) = reloads.next().await {
-            let out = r();
-            let _ = req.respond(Trigger::Response {
-                success: out.is_ok(),
-                message: out.unwrap_or_else(|e| e),
-            });
-        }
-    })?;
+    let reloads = node.create_service::<Trigger::Service>("~/reload", QosProfile::default())?;
+    spawner.spawn_local(ros::serve_reload(reloads, reload.clone(), logger.clone()))?;
     let watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
     spawner.spawn_local(ros::watch_model_file(
         watch,

@@ -191,6 +191,27 @@ pub async fn watch_model_file(
     }
 }
 
+/// Answer `~/reload` (std_srvs/Trigger) with `reload`: success and its message, or the failure, which
+/// is also logged (the previous model stays).
+pub async fn serve_reload(
+    mut requests: impl futures::Stream<Item = r2r::ServiceRequest<r2r::std_srvs::srv::Trigger::Service>>
+    + Unpin,
+    reload: std::rc::Rc<dyn Fn() -> Result<String, String>>,
+    logger: String,
+) {
+    use futures::StreamExt;
+    while let Some(req) = requests.next().await {
+        let out = reload();
+        if let Err(e) = &out {
+            r2r::log_error!(&logger, "model not reloaded: {e}");
+        }
+        let _ = req.respond(r2r::std_srvs::srv::Trigger::Response {
+            success: out.is_ok(),
+            message: out.unwrap_or_else(|e| e),
+        });
+    }
+}
+
 /// Spin the node and run the node's tasks until SIGINT or SIGTERM; then return, so that the node is
 /// dropped and leaves the ROS graph cleanly.
 pub fn spin(mut node: Node, mut pool: LocalPool) {
