@@ -862,6 +862,46 @@ mod tests {
     use super::*;
 
     #[test]
+    fn mecl_update_lowers_the_rollouts_logits_and_separates_them_from_the_demonstrations() {
+        // 1-D feature: demonstrations in [-0.2, 0.2], two rollouts around 1 and 1.5.
+        let mut demo = Points::new(1);
+        (0..40).for_each(|i| demo.push(&[-0.2 + 0.01 * i as f64]));
+        let rollouts: Vec<Points> = [1.0, 1.5]
+            .iter()
+            .map(|c| {
+                let mut p = Points::new(1);
+                (0..20).for_each(|i| p.push(&[c - 0.1 + 0.01 * i as f64]));
+                p
+            })
+            .collect();
+        let mut cfg = LearnConfig::for_task("point_ellipse_2d", None).unwrap();
+        cfg.epochs = 30;
+        let mut net = Mlp::new(1, &[16, 16], 0);
+        let mut adam = Adam::new(net.params.len(), 5e-3, 1e-5);
+        let mut s = Scratch::default();
+        // In logits: the loss is balanced between the classes, so Adam also moves the common bias.
+        let z = |net: &Mlp, x: f64, _: &mut Scratch| net.logits(ndarray::arr2(&[[x]]).view())[0];
+        let before: Vec<f64> = [0.0, 1.0, 1.5]
+            .iter()
+            .map(|x| z(&net, *x, &mut s))
+            .collect();
+        let loss = train_mecl(&mut net, &mut adam, &demo, &rollouts, &cfg);
+        let after: Vec<f64> = [0.0, 1.0, 1.5]
+            .iter()
+            .map(|x| z(&net, *x, &mut s))
+            .collect();
+        assert!(loss.is_finite());
+        assert!(
+            after[1] < before[1] && after[2] < before[2],
+            "{before:?} -> {after:?}"
+        );
+        assert!(
+            after[0] - after[1] > before[0] - before[1],
+            "{before:?} -> {after:?}"
+        );
+    }
+
+    #[test]
     fn builtin_configs_parse_and_validate_for_every_task() {
         for (name, _) in crate::task::BUILTIN {
             let c = LearnConfig::for_task(name, None).unwrap();

@@ -313,10 +313,16 @@ impl Mlp {
             let (i, o) = (self.sizes[l], self.sizes[l + 1]);
             let at = self.offset(l);
             let gw = delta.t().dot(&inputs[l]);
-            grad[at..at + o * i].copy_from_slice(gw.as_slice().expect("standard layout"));
+            // Logical (row-major) order, whatever the memory layout of the product.
+            grad[at..at + o * i]
+                .iter_mut()
+                .zip(gw.iter())
+                .for_each(|(g, v)| *g = *v);
             let gb = delta.sum_axis(Axis(0));
             grad[at + o * i..at + o * i + o]
-                .copy_from_slice(gb.as_slice().expect("standard layout"));
+                .iter_mut()
+                .zip(gb.iter())
+                .for_each(|(g, v)| *g = *v);
             if l > 0 {
                 let (w, _) = self.layer(l);
                 let mut d = delta.dot(&w);
