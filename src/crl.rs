@@ -777,8 +777,11 @@ mod tests {
         assert_eq!(PidLagrangian::new(&fixed).update(&fixed, 1.0), 0.9);
     }
 
+    /// The 2-D task, its PPO episodes starting at the demonstration starts (not the wide box).
     fn point_task() -> Task {
-        Task::load("point_ellipse_2d").unwrap()
+        let mut t = Task::load("point_ellipse_2d").unwrap();
+        t.spec.training_starts = None;
+        t
     }
 
     fn small() -> PpoConfig {
