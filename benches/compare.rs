@@ -5,6 +5,7 @@
 //!     cargo bench --bench compare -- [--part methods|policies|sweep|all] [--seeds N]
 //!                                    [--tasks point_ellipse_2d,reach_obstacle_3d] [--out DIR]
 //!                                    [--iterations N] [--timesteps N] [--jobs N]
+//!                                    [--sweep-policy crl|dsm]
 //!
 //! Seeds 100.. (settings were chosen on seeds 0-9). `--iterations` / `--timesteps` shorten the CRL
 //! schedule (outer iterations, PPO steps per iteration) when the reference's would take too long;
@@ -306,7 +307,10 @@ fn main() {
             .collect();
         eprintln!("sweep: {} runs", list.len());
         let res = run_all(&list, &o, jobs);
-        println!("## d_r sensitivity on {task} ({policy:?}-PUCL; the paper's Fig. 4)\n");
+        println!(
+            "## d_r sensitivity on {task} ({}-PUCL; the paper's Fig. 4)\n",
+            format!("{policy:?}").to_uppercase()
+        );
         println!("| d_r | IoU | unsafe rate % |");
         println!("|---|---|---|");
         let (mut iou, mut unsafe_rate) = (Vec::new(), Vec::new());
@@ -338,7 +342,10 @@ fn main() {
         let png = out.join("dr_sweep.png");
         match sweep_chart(
             &png,
-            &format!("{task}: {policy:?}-PUCL against d_r ({seeds} seeds, mean +- std)"),
+            &format!(
+                "{task}: {}-PUCL against d_r ({seeds} seeds, mean +- std)",
+                format!("{policy:?}").to_uppercase()
+            ),
             "d_r",
             &[("IoU", &iou[..]), ("unsafe rate (%)", &unsafe_rate[..])],
         ) {
