@@ -8,6 +8,7 @@
 //! gradients are two matrix products per layer on ndarray batches. An autodiff crate would add a
 //! graph and allocations per operation to exactly this arithmetic (see the README).
 use crate::error::{Error, Result};
+use crate::network::{dense_backward, dense_layer};
 use crate::sim::{Policy, Simulator, step_reward};
 use crate::task::Task;
 use ndarray::{Array1, Array2, ArrayView2, Axis};
@@ -48,17 +49,8 @@ impl TanhMlp {
         }
     }
 
-    fn offset(&self, l: usize) -> usize {
-        (0..l)
-            .map(|k| self.sizes[k] * self.sizes[k + 1] + self.sizes[k + 1])
-            .sum()
-    }
-
-    fn layer(&self, l: usize) -> (ArrayView2<'_, f64>, &[f64]) {
-        let (i, o) = (self.sizes[l], self.sizes[l + 1]);
-        let at = self.offset(l);
-        let w = ArrayView2::from_shape((o, i), &self.params[at..at + o * i]).expect("layer shape");
-        (w, &self.params[at + o * i..at + o * i + o])
+    fn layer(&self, l: usize) -> (ArrayView2<'_, f64>, ndarray::ArrayView1<'_, f64>) {
+        dense_layer(&self.sizes, &self.params, l)
     }
 
     /// Outputs for a batch (rows are inputs), and what the backward pass needs.
@@ -68,7 +60,7 @@ impl TanhMlp {
         for l in 0..nl {
             let (w, b) = self.layer(l);
             let mut z = inputs[l].dot(&w.t());
-            z += &ndarray::ArrayView1::from(b);
+            z += &b;
             if l + 1 == nl {
                 return (z, Cache { inputs });
             }
@@ -80,30 +72,11 @@ impl TanhMlp {
 
     /// The gradient w.r.t. the parameters of sum(dout * output), written into `grad`.
     pub fn backward(&self, cache: &Cache, dout: ArrayView2<f64>, grad: &mut [f64]) {
-        let nl = self.sizes.len() - 1;
-        let mut delta = dout.to_owned();
-        for l in (0..nl).rev() {
-            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
-            let at = self.offset(l);
-            let gw = delta.t().dot(&cache.inputs[l]);
-            // Logical (row-major) order, whatever the memory layout of the product.
-            grad[at..at + o * i]
-                .iter_mut()
-                .zip(gw.iter())
-                .for_each(|(g, v)| *g = *v);
-            let gb = delta.sum_axis(Axis(0));
-            grad[at + o * i..at + o * i + o]
-                .iter_mut()
-                .zip(gb.iter())
-                .for_each(|(g, v)| *g = *v);
-            if l > 0 {
-                let (w, _) = self.layer(l);
-                let mut d = delta.dot(&w);
-                // tanh' from its output: 1 - a^2.
-                d.zip_mut_with(&cache.inputs[l], |g, a| *g *= 1.0 - a * a);
-                delta = d;
-            }
-        }
+        // tanh' from its output: 1 - a^2.
+        let (sizes, params) = (&self.sizes, &self.params);
+        dense_backward(sizes, params, &cache.inputs, dout.to_owned(), grad, |a| {
+            1.0 - a * a
+        });
     }
 }
 

@@ -118,20 +118,11 @@ impl Mlp {
     }
 
     fn offset(&self, l: usize) -> usize {
-        self.sizes
-            .windows(2)
-            .take(l)
-            .map(|w| w[1] * w[0] + w[1])
-            .sum()
+        layer_offset(&self.sizes, l)
     }
 
     fn layer(&self, l: usize) -> (ArrayView2<'_, f64>, ArrayView1<'_, f64>) {
-        let (i, o) = (self.sizes[l], self.sizes[l + 1]);
-        let at = self.offset(l);
-        let w =
-            ArrayView2::from_shape((o, i), &self.params[at..at + o * i]).expect("shape checked");
-        let b = ArrayView1::from(&self.params[at + o * i..at + o * i + o]);
-        (w, b)
+        dense_layer(&self.sizes, &self.params, l)
     }
 
     /// zeta(x): the feasibility probability.
@@ -307,33 +298,62 @@ impl Mlp {
     }
 
     /// Backpropagate dL/dlogit (n x 1) through the layers whose inputs `forward` kept.
-    fn backward(&self, inputs: &[Array2<f64>], mut delta: Array2<f64>, grad: &mut [f64]) {
-        let nl = self.sizes.len() - 1;
-        for l in (0..nl).rev() {
-            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
-            let at = self.offset(l);
-            let gw = delta.t().dot(&inputs[l]);
-            // Logical (row-major) order, whatever the memory layout of the product.
-            grad[at..at + o * i]
-                .iter_mut()
-                .zip(gw.iter())
-                .for_each(|(g, v)| *g = *v);
-            let gb = delta.sum_axis(Axis(0));
-            grad[at + o * i..at + o * i + o]
-                .iter_mut()
-                .zip(gb.iter())
-                .for_each(|(g, v)| *g = *v);
-            if l > 0 {
-                let (w, _) = self.layer(l);
-                let mut d = delta.dot(&w);
-                // LeakyReLU derivative from its output (same sign as its input).
-                d.zip_mut_with(&inputs[l], |g, a| {
-                    if *a <= 0.0 {
-                        *g *= LEAK;
-                    }
-                });
-                delta = d;
-            }
+    fn backward(&self, inputs: &[Array2<f64>], delta: Array2<f64>, grad: &mut [f64]) {
+        // LeakyReLU derivative from its output (same sign as its input).
+        dense_backward(&self.sizes, &self.params, inputs, delta, grad, |a| {
+            if a <= 0.0 { LEAK } else { 1.0 }
+        });
+    }
+}
+
+/// Where layer l starts in `params` (see [`dense_layer`]).
+fn layer_offset(sizes: &[usize], l: usize) -> usize {
+    sizes.windows(2).take(l).map(|w| w[1] * w[0] + w[1]).sum()
+}
+
+/// Layer l of dense layers stored one after another in `params` (weights sizes[l+1] x sizes[l],
+/// row-major, then biases), as [`Mlp`] and the RL networks store them.
+pub(crate) fn dense_layer<'a>(
+    sizes: &[usize],
+    params: &'a [f64],
+    l: usize,
+) -> (ArrayView2<'a, f64>, ArrayView1<'a, f64>) {
+    let (i, o) = (sizes[l], sizes[l + 1]);
+    let at = layer_offset(sizes, l);
+    let w = ArrayView2::from_shape((o, i), &params[at..at + o * i]).expect("shape checked");
+    (w, ArrayView1::from(&params[at + o * i..at + o * i + o]))
+}
+
+/// Backpropagation through such layers: `inputs[l]` is layer l's input (after the previous layer's
+/// activation), `delta` the loss gradient w.r.t. the last layer's output, `derivative` the hidden
+/// activation's derivative as a function of its output. Writes the parameter gradient into `grad`.
+pub(crate) fn dense_backward(
+    sizes: &[usize],
+    params: &[f64],
+    inputs: &[Array2<f64>],
+    mut delta: Array2<f64>,
+    grad: &mut [f64],
+    derivative: impl Fn(f64) -> f64,
+) {
+    let mut end = grad.len();
+    for l in (0..sizes.len() - 1).rev() {
+        let (i, o) = (sizes[l], sizes[l + 1]);
+        let at = end - (o * i + o);
+        end = at;
+        // Logical (row-major) order, whatever the memory layout of the product.
+        let gw = delta.t().dot(&inputs[l]);
+        let gb = delta.sum_axis(Axis(0));
+        for (g, v) in grad[at..at + o * i + o]
+            .iter_mut()
+            .zip(gw.iter().chain(gb.iter()))
+        {
+            *g = *v;
+        }
+        if l > 0 {
+            let (w, _) = dense_layer(sizes, params, l);
+            let mut d = delta.dot(&w);
+            d.zip_mut_with(&inputs[l], |g, a| *g *= derivative(*a));
+            delta = d;
         }
     }
 }

@@ -158,14 +158,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     })?;
     let logger = node.logger().to_string();
-    spawner.spawn_local(ros::serve_reload(reloads, reload.clone(), logger.clone()))?;
-    spawner.spawn_local(ros::watch_model_file(
+    ros::spawn_model_reloading(
+        &spawner,
+        reloads,
         watch,
         model_path.clone(),
         version.clone(),
         reload.clone(),
         logger.clone(),
-    ))?;
+    )?;
     ros::spin(node, pool);
     Ok(())
 }

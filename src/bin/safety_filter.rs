@@ -306,15 +306,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     })?;
     let reloads = node.create_service::<Trigger::Service>("~/reload", QosProfile::default())?;
-    spawner.spawn_local(ros::serve_reload(reloads, reload.clone(), logger.clone()))?;
     let watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
-    spawner.spawn_local(ros::watch_model_file(
+    ros::spawn_model_reloading(
+        &spawner,
+        reloads,
         watch,
         model_path.clone(),
         version.clone(),
         reload.clone(),
         logger.clone(),
-    ))?;
+    )?;
     ros::spin(node, pool);
     Ok(())
 }

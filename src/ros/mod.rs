@@ -191,6 +191,24 @@ pub async fn watch_model_file(
     }
 }
 
+/// Reload the model on `~/reload` requests and whenever its file changes (see [`serve_reload`] and
+/// [`watch_model_file`]).
+pub fn spawn_model_reloading(
+    spawner: &futures::executor::LocalSpawner,
+    requests: impl futures::Stream<Item = r2r::ServiceRequest<r2r::std_srvs::srv::Trigger::Service>>
+    + Unpin
+    + 'static,
+    timer: r2r::Timer,
+    path: String,
+    version: std::rc::Rc<std::cell::RefCell<Option<(SystemTime, u64)>>>,
+    reload: std::rc::Rc<dyn Fn() -> Result<String, String>>,
+    logger: String,
+) -> Result<(), futures::task::SpawnError> {
+    use futures::task::LocalSpawnExt;
+    spawner.spawn_local(serve_reload(requests, reload.clone(), logger.clone()))?;
+    spawner.spawn_local(watch_model_file(timer, path, version, reload, logger))
+}
+
 /// Answer `~/reload` (std_srvs/Trigger) with `reload`: success and its message, or the failure, which
 /// is also logged (the previous model stays).
 pub async fn serve_reload(
