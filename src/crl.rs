@@ -466,6 +466,7 @@ impl Ppo {
         }
         let mut sim = Simulator::new(task);
         let (mut next, mut applied, mut psi) = (vec![0.0; n], vec![0.0; m], vec![0.0; d]);
+        let (mut raw, mut state) = (vec![0.0; m], vec![0.0; n]);
         let total = ns * ne;
         let mut obs = Array2::<f64>::zeros((total, n));
         let mut acts = Array2::<f64>::zeros((total, m));
@@ -509,8 +510,8 @@ impl Ppo {
                         lp += -0.5 * z * z - self.policy.log_std[k];
                     }
                     logp[r] = lp - 0.5 * m as f64 * (std::f64::consts::TAU).ln();
-                    let raw: Vec<f64> = acts.row(r).to_vec();
-                    let state = self.envs[e].0.clone();
+                    raw.iter_mut().zip(acts.row(r)).for_each(|(a, v)| *a = *v);
+                    state.copy_from_slice(&self.envs[e].0);
                     let _ = sim.step(&state, &raw, &mut next, &mut applied);
                     let out = step_reward(task, &state, &next);
                     task.features_into(&state, &applied, &mut psi);
