@@ -171,9 +171,21 @@ fn main() {
             .and_then(|i| args.get(i + 1))
             .cloned()
     };
+    let number = |name: &str, default: usize| -> usize {
+        arg(name).map_or(default, |v| {
+            v.parse().unwrap_or_else(|_| {
+                eprintln!("error: {name} needs a whole number, got '{v}'");
+                std::process::exit(2)
+            })
+        })
+    };
     let part = arg("--part").unwrap_or_else(|| "all".into());
-    let seeds: u64 = arg("--seeds").map_or(5, |s| s.parse().expect("--seeds N"));
-    let jobs: usize = arg("--jobs").map_or(2, |s| s.parse().expect("--jobs N"));
+    if !["methods", "policies", "sweep", "all"].contains(&part.as_str()) {
+        eprintln!("error: --part is methods, policies, sweep or all, got '{part}'");
+        std::process::exit(2);
+    }
+    let seeds = number("--seeds", 5) as u64;
+    let jobs = number("--jobs", 2);
     let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/compare".into()));
     let tasks: Vec<&'static str> = arg("--tasks")
         .map(|t| {
@@ -183,8 +195,8 @@ fn main() {
         })
         .unwrap_or_else(|| vec!["point_ellipse_2d", "reach_obstacle_3d"]);
     let o = Opts {
-        iterations: arg("--iterations").map(|s| s.parse().expect("--iterations N")),
-        timesteps: arg("--timesteps").map(|s| s.parse().expect("--timesteps N")),
+        iterations: arg("--iterations").map(|_| number("--iterations", 0)),
+        timesteps: arg("--timesteps").map(|_| number("--timesteps", 0)),
     };
     std::fs::create_dir_all(&out).expect("output directory");
     let seed_list: Vec<u64> = (100..100 + seeds).collect();

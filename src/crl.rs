@@ -314,6 +314,18 @@ impl PolicyFile {
                 ),
             ));
         }
+        if f.task != task.name() {
+            return Err(Error::file(
+                path,
+                None,
+                Some("task"),
+                format!(
+                    "the policy was trained on task '{}', not '{}'",
+                    f.task,
+                    task.name()
+                ),
+            ));
+        }
         f.policy
             .validate(task)
             .map_err(|e| Error::file(path, None, Some("policy"), e))?;

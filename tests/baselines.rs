@@ -22,15 +22,18 @@ fn eval(model: &Path, policy: Option<&Path>) -> serde_json::Value {
 }
 
 fn learn(dir: &Path, name: &str, extra: &[&str]) -> std::process::Output {
-    let out = dir.join(format!("{name}.json"));
+    let (demos, out) = (
+        reference("point_ellipse_2d.csv"),
+        dir.join(format!("{name}.json")),
+    );
     let mut args = vec![
         "learn",
         "--task",
         "point_ellipse_2d",
         "--demos",
-        Box::leak(reference("point_ellipse_2d.csv").into_boxed_str()),
+        &demos,
         "--out",
-        Box::leak(out.to_str().unwrap().to_string().into_boxed_str()),
+        out.to_str().unwrap(),
     ];
     args.extend(extra);
     pucl(&args)
@@ -73,6 +76,26 @@ fn crl_pucl_learns_the_ellipses_and_its_saved_policy_reaches_the_goal_safely() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(&std::fs::read(&png).unwrap()[1..4], b"PNG");
+    // The policy of another task is refused, naming the file and the task it was trained on.
+    let (cyl, demos) = (
+        d.path().join("cyl.json"),
+        reference("reach_obstacle_3d_ds.csv"),
+    );
+    let (cyl, task3) = (cyl.to_str().unwrap(), "reach_obstacle_3d");
+    let o = pucl(&["learn", "--task", task3, "--demos", &demos, "--out", cyl]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    fails_with(
+        &[
+            "eval",
+            "--task",
+            task3,
+            "--model",
+            cyl,
+            "--policy",
+            policy.to_str().unwrap(),
+        ],
+        &["policy.json", "point_ellipse_2d"],
+    );
     // A model file given as a policy is refused, naming the file.
     fails_with(
         &[
