@@ -7,7 +7,10 @@
 //! ray from the mean demonstrated command to the last learned-feasible command. The angular velocity
 //! passes through unchanged: the constraint is on the position (or the linear velocity).
 use crate::model::ConstraintModel;
-use crate::modulation::{DsmConfig, ModulationScratch, project_velocity, safe_velocity};
+use crate::modulation::{
+    DsmConfig, ModulationScratch, leave_obstacle, project_velocity, safe_velocity_around,
+};
+use crate::reference::ReferencePoints;
 use std::sync::Arc;
 
 /// Timeouts and behaviour, as the node's parameters.
@@ -25,6 +28,13 @@ pub struct FilterConfig {
     pub tail_effect: Option<bool>,
     /// Override the model's reference point (inside the learned obstacle).
     pub reference_point: Option<Vec<f64>>,
+    /// Without a reference point from this config or the model, modulate around the star-shaped hull
+    /// of the nearest learned obstacle, seen from its deepest point ([`ReferencePoints`]); off: around
+    /// zeta's level sets, the first basis vector the normal.
+    pub auto_reference: bool,
+    /// With `auto_reference`: the reference point moves along this axis through the deepest point,
+    /// level with the robot (the vertical: go around learned obstacles, not over them); None: fixed.
+    pub reference_axis: Option<Vec<f64>>,
     /// Override the model's safety margin (distance kept from the learned boundary).
     pub safety_margin: Option<f64>,
     /// Slide along the learned boundary instead of stalling when a command points straight into it.
@@ -40,6 +50,8 @@ impl Default for FilterConfig {
             lookahead_time: 0.1,
             tail_effect: None,
             reference_point: None,
+            auto_reference: true,
+            reference_axis: Some(vec![0.0, 0.0, 1.0]),
             safety_margin: None,
             saddle_escape: true,
         }
@@ -106,6 +118,7 @@ pub struct Output {
 pub struct SafetyFilter {
     pub config: FilterConfig,
     model: Option<Arc<ConstraintModel>>,
+    references: ReferencePoints,
     pose: Option<(f64, [f64; 3])>,
     command: Option<(f64, [f64; 6])>,
     enabled: bool,
@@ -119,6 +132,7 @@ impl SafetyFilter {
         SafetyFilter {
             config,
             model: None,
+            references: ReferencePoints::default(),
             pose: None,
             command: None,
             enabled: true,
@@ -136,6 +150,10 @@ impl SafetyFilter {
                 model.dim()
             ));
         }
+        self.references = match &self.config.reference_axis {
+            Some(axis) => ReferencePoints::of_model_along(&model, axis),
+            None => ReferencePoints::of_model(&model),
+        };
         self.model = Some(model);
         Ok(())
     }
@@ -247,12 +265,28 @@ impl SafetyFilter {
             if let Some(r) = &self.config.reference_point {
                 dsm.reference_point = Some(r.clone());
             }
+            let star = if dsm.reference_point.is_none() && self.config.auto_reference {
+                self.references.star(&model, &pos, &mut self.scratch.net)
+            } else {
+                None
+            };
             if let Some(m) = self.config.safety_margin {
                 dsm.safety_margin = m;
             }
             dsm.saddle_escape = self.config.saddle_escape;
-            if safe_velocity(
+            let mut grad = [0.0; 3];
+            let zeta = model
+                .network
+                .zeta_and_grad(&pos, &mut grad, &mut self.scratch.net);
+            if !zeta.is_finite() {
+                return Err(Status::NonFinitePose);
+            }
+            if zeta < model.threshold {
+                // Inside the learned obstacle nothing is known to be safe but the way out.
+                leave_obstacle(&mut v, &grad);
+            } else if safe_velocity_around(
                 &model.network,
+                star.as_ref(),
                 &pos,
                 &mut v,
                 &dsm,
@@ -443,6 +477,118 @@ mod tests {
         // A demonstrated-like command passes unchanged.
         f.set_command(0.0, [0.6 * k, 0.0, -0.1 * k, 0.0, 0.0, 0.0]);
         assert_eq!(f.output(0.0).status, Status::Filtering { modulated: false });
+    }
+
+    #[test]
+    fn a_robot_inside_the_learned_obstacle_is_only_let_out_by_the_shortest_way() {
+        let m = cylinder();
+        let mut f = filter();
+        let mut s = crate::network::Scratch::default();
+        let inside = [0.54, -0.01, 0.05];
+        let mut g = [0.0; 3];
+        assert!(m.network.zeta_and_grad(&inside, &mut g, &mut s) < 0.5);
+        let gn = (g[0].powi(2) + g[1].powi(2) + g[2].powi(2)).sqrt();
+        // Commanded deeper in, at 0.2 m/s: out along zeta's gradient at half that speed.
+        f.set_pose(0.0, inside);
+        f.set_command(
+            0.0,
+            [
+                0.2 * g[0] / -gn,
+                0.2 * g[1] / -gn,
+                0.2 * g[2] / -gn,
+                0.0,
+                0.0,
+                0.0,
+            ],
+        );
+        let o = f.output(0.0);
+        assert_eq!(o.status, Status::Filtering { modulated: true });
+        for (k, gk) in g.iter().enumerate() {
+            assert!((o.twist[k] - 0.1 * gk / gn).abs() < 1e-9, "{:?}", o.twist);
+        }
+        // Commanded out and sideways: only the outward part remains.
+        let cmd = [
+            0.2 * g[0] / gn - 0.1,
+            0.2 * g[1] / gn + 0.1,
+            0.2 * g[2] / gn,
+            0.0,
+            0.0,
+            0.0,
+        ];
+        f.set_command(0.0, cmd);
+        let o = f.output(0.0);
+        let out: f64 = (0..3).map(|k| cmd[k] * g[k] / gn).sum();
+        for (k, gk) in g.iter().enumerate() {
+            assert!((o.twist[k] - out * gk / gn).abs() < 1e-9, "{:?}", o.twist);
+        }
+    }
+
+    #[test]
+    fn the_star_hull_of_the_learned_cylinder_has_its_boundary_where_zeta_is_one_half() {
+        let m = cylinder();
+        let refs = ReferencePoints::of_model_along(&m, &[0.0, 0.0, 1.0]);
+        assert_eq!(refs.points.len(), 1, "one learned obstacle");
+        let mut s = crate::network::Scratch::default();
+        for (x, y) in [(0.42, 0.0), (0.55, 0.12), (0.55, -0.12), (0.68, 0.03)] {
+            let p = [x, y, 0.06];
+            let st = refs.star(&m, &p, &mut s).unwrap();
+            assert!(
+                (st.reference[2] - 0.06).abs() < 1e-12,
+                "level with x: {st:?}"
+            );
+            let d: Vec<f64> = (0..3)
+                .map(|k| (p[k] - st.reference[k]) / (st.ratio * st.radius))
+                .collect();
+            let at = |t: f64| -> Vec<f64> { (0..3).map(|k| st.reference[k] + t * d[k]).collect() };
+            let z = |t: f64, s: &mut crate::network::Scratch| m.network.zeta(&at(t), s);
+            assert!(st.ratio > 1.0, "{p:?} is outside: {st:?}");
+            assert!(z(st.radius - 1e-3, &mut s) < 0.5 && z(st.radius + 1e-3, &mut s) >= 0.5);
+            // The hull covers the learned obstacle: nothing infeasible beyond R along the ray.
+            assert!((1..50).all(|i| z(st.radius + 0.004 * i as f64, &mut s) >= 0.5));
+            let inward: f64 = (0..3).map(|k| st.normal[k] * d[k]).sum();
+            assert!(inward < 0.0, "the normal points into the obstacle: {st:?}");
+        }
+    }
+
+    #[test]
+    fn the_hull_of_the_arc_of_cups_is_continuous_around_the_axis_and_covers_what_was_learned() {
+        let t = Task::load("reach_four_cups_3d").unwrap();
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/demos/reach_four_cups_3d_ds.csv");
+        let d = DemoSet::load(&p, &t).unwrap();
+        let cfg = LearnConfig::for_task("reach_four_cups_3d", None).unwrap();
+        let l = learn(&t, &d, &cfg, 0, &mut |_| true).unwrap();
+        let m = ConstraintModel::from_learned(&t, &d, &cfg, 0, &l);
+        let refs = ReferencePoints::of_model_along(&m, &[0.0, 0.0, 1.0]);
+        let mut s = crate::network::Scratch::default();
+        let c = refs.points[0].clone();
+        let around = |a: f64, rho: f64| [c[0] + rho * a.cos(), c[1] + rho * a.sin(), 0.2];
+        let mut last: Option<f64> = None;
+        for k in 0..=720 {
+            let a = k as f64 * std::f64::consts::TAU / 720.0;
+            let Some(st) = refs.star(&m, &around(a, 0.3), &mut s) else {
+                continue;
+            };
+            // Continuous: no jump between rays half a degree apart.
+            if let Some(r) = last {
+                assert!(
+                    (st.radius - r).abs() < 0.01,
+                    "R jumps from {r} to {} at {a}",
+                    st.radius
+                );
+            }
+            last = Some(st.radius);
+            // It covers the learned obstacle: nothing learned-infeasible beyond R on this ray.
+            for i in 1..40 {
+                let x = around(a, st.radius + 0.003 * i as f64);
+                assert!(
+                    m.network.zeta(&x, &mut s) >= 0.5,
+                    "{x:?} is beyond R = {}",
+                    st.radius
+                );
+            }
+        }
+        assert!(last.is_some());
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod network;
 pub mod plot;
 pub mod pu;
 pub mod recorder;
+pub mod reference;
 #[cfg(feature = "ros")]
 pub mod ros;
 pub mod shape;

@@ -155,13 +155,13 @@ impl ConstraintModel {
         (z >= self.threshold, z, g)
     }
 
-    /// The learned boundary as grid cells: infeasible cells with a feasible neighbour, on a grid of
-    /// `n` cells per axis over the box around the starts and the memory buffer (padded by a fifth).
-    /// Returns the cell centres and the cell size per axis. Empty for a velocity constraint.
-    pub fn boundary_cells(&self, n: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
+    /// The learned constraint sampled on a grid of `n` cells per axis over the box around the starts
+    /// and the memory buffer (padded by a fifth), where learning probed it. None for a velocity
+    /// constraint or when there is nothing to span the box.
+    pub fn grid(&self, n: usize) -> Option<CellGrid> {
         let d = self.dim();
         if self.constrains_command() || n < 2 {
-            return (Vec::new(), vec![0.0; d]);
+            return None;
         }
         let pos = |s: &Vec<f64>| -> Vec<f64> { self.features.iter().map(|f| s[f.index]).collect() };
         let pts: Vec<Vec<f64>> = self
@@ -171,7 +171,7 @@ impl ConstraintModel {
             .chain(self.memory_buffer.iter().cloned())
             .collect();
         if pts.is_empty() {
-            return (Vec::new(), vec![0.0; d]);
+            return None;
         }
         let lo: Vec<f64> = (0..d)
             .map(|k| pts.iter().map(|p| p[k]).fold(f64::INFINITY, f64::min))
@@ -180,45 +180,43 @@ impl ConstraintModel {
             .map(|k| pts.iter().map(|p| p[k]).fold(f64::NEG_INFINITY, f64::max))
             .collect();
         let pad: Vec<f64> = (0..d).map(|k| 0.2 * (hi[k] - lo[k]).max(1e-3)).collect();
-        let step: Vec<f64> = (0..d)
-            .map(|k| (hi[k] - lo[k] + 2.0 * pad[k]) / (n - 1) as f64)
-            .collect();
-        let total = n.pow(d as u32);
+        let mut grid = CellGrid {
+            n,
+            lo: (0..d).map(|k| lo[k] - pad[k]).collect(),
+            step: (0..d)
+                .map(|k| (hi[k] - lo[k] + 2.0 * pad[k]) / (n - 1) as f64)
+                .collect(),
+            infeasible: Vec::new(),
+        };
         let mut scratch = Scratch::default();
         let mut x = vec![0.0; d];
-        let coord = |mut i: usize, x: &mut [f64]| {
-            for k in 0..d {
-                x[k] = lo[k] - pad[k] + (i % n) as f64 * step[k];
-                i /= n;
-            }
-        };
-        let infeasible: Vec<bool> = (0..total)
+        grid.infeasible = (0..n.pow(d as u32))
             .map(|i| {
-                coord(i, &mut x);
+                grid.center(i, &mut x);
                 self.network.zeta(&x, &mut scratch) < self.threshold
             })
             .collect();
+        Some(grid)
+    }
+
+    /// The learned boundary as grid cells: infeasible cells of [`Self::grid`] with a feasible
+    /// neighbour or on the grid's edge. Returns the cell centres and the cell size per axis. Empty for
+    /// a velocity constraint.
+    pub fn boundary_cells(&self, n: usize) -> (Vec<Vec<f64>>, Vec<f64>) {
+        let Some(grid) = self.grid(n) else {
+            return (Vec::new(), vec![0.0; self.dim()]);
+        };
         let mut cells = Vec::new();
-        for i in 0..total {
-            if !infeasible[i] {
-                continue;
-            }
-            let mut stride = 1;
-            let surface = (0..d).any(|_| {
-                let c = (i / stride) % n;
-                let s = stride;
-                stride *= n;
-                (c > 0 && !infeasible[i - s])
-                    || (c + 1 < n && !infeasible[i + s])
-                    || c == 0
-                    || c + 1 == n
-            });
-            if surface {
-                coord(i, &mut x);
-                cells.push(x.clone());
+        for i in 0..grid.infeasible.len() {
+            if grid.infeasible[i]
+                && (grid.on_edge(i) || grid.neighbours(i).any(|j| !grid.infeasible[j]))
+            {
+                let mut x = vec![0.0; grid.dim()];
+                grid.center(i, &mut x);
+                cells.push(x);
             }
         }
-        (cells, step)
+        (cells, grid.step)
     }
 
     /// Check every field; `path` names the file in errors.
@@ -347,5 +345,67 @@ impl ConstraintModel {
         let text = serde_json::to_string(self)
             .map_err(|e| Error::Invalid(format!("serializing the model: {e}")))?;
         write_atomic(path, text.as_bytes())
+    }
+}
+
+/// The learned constraint sampled at the centres of a regular grid (cell i: axis k index
+/// (i / n^k) % n).
+#[derive(Debug, Clone)]
+pub struct CellGrid {
+    /// Cells per axis.
+    pub n: usize,
+    /// Centre of cell 0 and the spacing per axis.
+    pub lo: Vec<f64>,
+    pub step: Vec<f64>,
+    /// zeta below the model's threshold at each cell centre.
+    pub infeasible: Vec<bool>,
+}
+
+impl CellGrid {
+    pub fn dim(&self) -> usize {
+        self.lo.len()
+    }
+
+    /// The centre of cell `i`, written to `x`.
+    pub fn center(&self, mut i: usize, x: &mut [f64]) {
+        for ((xk, lo), step) in x.iter_mut().zip(&self.lo).zip(&self.step) {
+            *xk = lo + (i % self.n) as f64 * step;
+            i /= self.n;
+        }
+    }
+
+    /// The cell containing `x`, if `x` is on the grid.
+    pub fn cell_at(&self, x: &[f64]) -> Option<usize> {
+        let (mut i, mut stride) = (0, 1);
+        for ((xk, lo), step) in x.iter().zip(&self.lo).zip(&self.step) {
+            let c = ((xk - lo) / step).round();
+            if !(c >= 0.0 && c < self.n as f64) {
+                return None;
+            }
+            i += c as usize * stride;
+            stride *= self.n;
+        }
+        Some(i)
+    }
+
+    /// Whether cell `i` lies on a face of the grid.
+    pub fn on_edge(&self, i: usize) -> bool {
+        let mut stride = 1;
+        (0..self.dim()).any(|_| {
+            let c = (i / stride) % self.n;
+            stride *= self.n;
+            c == 0 || c + 1 == self.n
+        })
+    }
+
+    /// The cells sharing a face with cell `i`.
+    pub fn neighbours(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.dim()).flat_map(move |k| {
+            let stride = self.n.pow(k as u32);
+            let c = (i / stride) % self.n;
+            let below = (c > 0).then(|| i - stride);
+            let above = (c + 1 < self.n).then(|| i + stride);
+            below.into_iter().chain(above)
+        })
     }
 }

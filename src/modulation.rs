@@ -141,6 +141,25 @@ impl DsmConfig {
     }
 }
 
+/// An obstacle as Huber et al. (2019) model one: star-shaped around `reference`, `ratio` = |x - r| /
+/// R(x), the distance from the reference point over the boundary's along the same ray (1 on the
+/// boundary), `normal` the boundary's unit normal there, pointing into the obstacle.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Star {
+    pub reference: Vec<f64>,
+    pub ratio: f64,
+    /// R(x).
+    pub radius: f64,
+    pub normal: Vec<f64>,
+}
+
+impl Star {
+    /// |x - r| / (R + margin): the safety margin widens the obstacle along the ray.
+    pub fn margin_ratio(&self, margin: f64) -> f64 {
+        self.ratio * self.radius / (self.radius + margin)
+    }
+}
+
 /// Gamma: 1 on and inside the learned boundary (zeta <= 0.5), growing with zeta outside.
 #[inline]
 pub fn gamma(zeta: f64, rho: f64) -> f64 {
@@ -184,6 +203,33 @@ pub fn modulate(
     }
     // n points into the learned obstacle: the gradient of (1 - zeta).
     Some(modulate_with(v, x, g, |k| -grad_zeta[k] / gnorm, cfg))
+}
+
+/// Modulate `v` in place around a star-shaped obstacle: Gamma = ratio^(1/rho) (1 on and inside the
+/// boundary), the first basis vector from the reference point, the tangents orthogonal to the normal.
+pub fn modulate_star(v: &mut [f64], x: &[f64], star: &Star, cfg: &DsmConfig) -> Option<Modulated> {
+    if !(star.ratio.is_finite()
+        && star.radius.is_finite()
+        && star
+            .normal
+            .iter()
+            .chain(&star.reference)
+            .chain(v.iter())
+            .chain(x)
+            .all(|c| c.is_finite()))
+    {
+        v.iter_mut().for_each(|c| *c = 0.0);
+        return None;
+    }
+    let g = star
+        .margin_ratio(cfg.safety_margin)
+        .max(1.0)
+        .powf(1.0 / cfg.rho);
+    let cfg = DsmConfig {
+        reference_point: Some(star.reference.clone()),
+        ..cfg.clone()
+    };
+    Some(modulate_with(v, x, g, |k| star.normal[k], &cfg))
 }
 
 /// The modulation core for a given Gamma and unit normal `n(k)` pointing into the obstacle.
@@ -301,6 +347,7 @@ pub struct ModulationScratch {
     pub next_grad: Vec<f64>,
     pub next: Vec<f64>,
     pub nominal: Vec<f64>,
+    pub outward: Vec<f64>,
 }
 
 /// The modulated, speed-normalized velocity at `x` for the nominal velocity in `v` (in place).
@@ -308,6 +355,21 @@ pub struct ModulationScratch {
 /// Returns None if something was not finite (then `v` is zero).
 pub fn safe_velocity<F: Feasibility + ?Sized>(
     f: &F,
+    x: &[f64],
+    v: &mut [f64],
+    cfg: &DsmConfig,
+    step: Option<f64>,
+    s: &mut ModulationScratch,
+) -> Option<Modulated> {
+    safe_velocity_around(f, None, x, v, cfg, step, s)
+}
+
+/// [`safe_velocity`], modulating around `star` (the learned obstacle's star-shaped hull, which then
+/// also keeps the safety margin) when given, else around zeta's level sets. The lookahead always
+/// checks zeta itself: whatever the modulation does, the next step never enters the learned obstacle.
+pub fn safe_velocity_around<F: Feasibility + ?Sized>(
+    f: &F,
+    star: Option<&Star>,
     x: &[f64],
     v: &mut [f64],
     cfg: &DsmConfig,
@@ -325,15 +387,33 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
     s.grad.iter_mut().for_each(|g| *g *= z * (1.0 - z));
     s.nominal.clear();
     s.nominal.extend_from_slice(v);
-    let out = modulate(v, x, z, &s.grad, cfg)?;
+    let out = match star {
+        Some(star) => {
+            s.outward.clear();
+            s.outward.extend(star.normal.iter().map(|c| -c));
+            modulate_star(v, x, star, cfg)?
+        }
+        None => {
+            s.outward.clear();
+            s.outward.extend_from_slice(&s.grad);
+            modulate(v, x, z, &s.grad, cfg)?
+        }
+    };
     normalize_speed(v, cfg);
     if cfg.saddle_escape && out.active {
-        escape_saddle(v, &s.nominal, &s.grad);
+        escape_saddle(v, &s.nominal, &s.outward);
     }
     let Some(h) = step.filter(|_| cfg.lookahead) else {
         return Some(out);
     };
     let gnorm = s.grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+    // Around a star-shaped hull the modulation keeps the margin, measured along the ray; zeta's own
+    // distance estimate would disagree with it and brake where the hull lets pass.
+    let margin = if star.is_some() {
+        0.0
+    } else {
+        cfg.safety_margin
+    };
     for attempt in 0..12 {
         for k in 0..d {
             s.next[k] = x[k] + h * v[k];
@@ -344,7 +424,7 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
         }
         // Never step into the learned obstacle or its margin; within them, never go deeper.
         let there = boundary_distance(ln, &s.next_grad);
-        if (ln >= 0.0 && there >= cfg.safety_margin) || there >= here {
+        if (ln >= 0.0 && there >= margin) || there >= here {
             return Some(out);
         }
         if attempt == 0 && gnorm > 0.0 {
@@ -378,6 +458,23 @@ pub fn safe_velocity<F: Feasibility + ?Sized>(
         gamma: out.gamma,
         active: true,
     })
+}
+
+/// Inside the learned obstacle: keep only motion along zeta's gradient `grad` (the shortest way out),
+/// at the outward part of the command's speed but at least half of it, so a robot that finds itself
+/// inside (a start there, a model reloaded around it) leaves and goes nowhere else.
+pub fn leave_obstacle(v: &mut [f64], grad: &[f64]) {
+    let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+    let gnorm = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
+    if gnorm == 0.0 || !gnorm.is_finite() {
+        v.iter_mut().for_each(|c| *c = 0.0);
+        return;
+    }
+    let out: f64 = v.iter().zip(grad).map(|(a, g)| a * g).sum::<f64>() / gnorm;
+    let s = out.max(0.5 * speed);
+    for (vi, g) in v.iter_mut().zip(grad) {
+        *vi = s * g / gnorm;
+    }
 }
 
 /// Below this fraction of the nominal speed, a modulated velocity counts as stalled at a saddle.
@@ -612,6 +709,59 @@ mod tests {
         let z = 1.0 / (1.0 + (-k * (n - r)).exp());
         let dz = z * (1.0 - z) * k;
         (z, d.iter().map(|v| dz * v / n).collect())
+    }
+
+    #[test]
+    fn around_a_star_shaped_obstacle_nothing_enters_it_on_its_boundary_or_margin() {
+        let cfg = DsmConfig {
+            safety_margin: 0.1,
+            ..DsmConfig::default()
+        };
+        // A boundary point at radius R = 0.5 from the reference point, with a tilted normal.
+        let n = [-0.8, -0.6, 0.0];
+        for ratio in [1.0, 1.1, 1.19] {
+            let x = [0.5 * ratio, 0.0, 0.0];
+            let star = Star {
+                reference: vec![0.0; 3],
+                ratio,
+                radius: 0.5,
+                normal: n.to_vec(),
+            };
+            let mut v = [-1.0, 0.3, 0.2];
+            modulate_star(&mut v, &x, &star, &cfg).unwrap();
+            let inward: f64 = v.iter().zip(&n).map(|(a, b)| a * b).sum();
+            // Within R + margin (0.6 here) Gamma is 1: no component into the obstacle.
+            assert!(inward.abs() < 1e-12, "ratio {ratio}: inward {inward}");
+        }
+        let far = Star {
+            reference: vec![0.0; 3],
+            ratio: 3.0,
+            radius: 0.5,
+            normal: n.to_vec(),
+        };
+        let mut v = [-1.0, 0.3, 0.2];
+        modulate_star(&mut v, &[1.5, 0.0, 0.0], &far, &cfg).unwrap();
+        let inward: f64 = v.iter().zip(&n).map(|(a, b)| a * b).sum();
+        assert!(inward > 0.0, "far away the obstacle is approached");
+        let mut nan = far.clone();
+        nan.ratio = f64::NAN;
+        let mut v = [-1.0, 0.3, 0.2];
+        assert!(modulate_star(&mut v, &[1.5, 0.0, 0.0], &nan, &cfg).is_none());
+        assert_eq!(v, [0.0; 3], "not finite: stop");
+    }
+
+    #[test]
+    fn leaving_the_obstacle_keeps_only_the_way_out_at_least_at_half_speed() {
+        let grad = [0.0, 2.0, 0.0];
+        let mut v = [0.3, -0.4, 0.0];
+        leave_obstacle(&mut v, &grad);
+        assert_eq!(v, [0.0, 0.25, 0.0], "inward command: out at half its speed");
+        let mut v = [0.3, 0.4, 0.0];
+        leave_obstacle(&mut v, &grad);
+        assert_eq!(v, [0.0, 0.4, 0.0], "the outward part, as commanded");
+        let mut v = [0.3, 0.4, 0.0];
+        leave_obstacle(&mut v, &[0.0; 3]);
+        assert_eq!(v, [0.0; 3], "no way out known: stop");
     }
 
     #[test]

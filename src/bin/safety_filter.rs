@@ -136,6 +136,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             (r.len() == 3).then_some(r)
         },
+        auto_reference: param_bool(
+            &node,
+            "auto_reference",
+            d.auto_reference,
+            "modulate around the star-shaped hull of the nearest learned obstacle",
+        ),
+        reference_axis: {
+            let axis = ros::param_f64_array(
+                &node,
+                "reference_axis",
+                d.reference_axis.as_deref().unwrap_or(&[]),
+                "axis the reference point moves along, level with the robot ([0.0]: fixed)",
+            );
+            if axis.iter().all(|c| *c == 0.0) {
+                None
+            } else if axis.len() == 3 && axis.iter().all(|c| c.is_finite()) {
+                Some(axis)
+            } else {
+                return Err(format!(
+                    "parameter reference_axis must be 3 finite numbers, or [0.0] for none; got {axis:?}"
+                )
+                .into());
+            }
+        },
         saddle_escape: param_bool(
             &node,
             "saddle_escape",

@@ -1,0 +1,516 @@
+//! The learned obstacles as Huber et al. (2019) model obstacles: star-shaped around a reference point.
+//! Their modulation takes its first basis vector from that point rather than from the normal, and
+//! measures Gamma along the ray from it; around a star-shaped obstacle the only spurious equilibria
+//! left are saddles, so a concave one (four cups in an arc) no longer traps the robot in front of it.
+//! A learned infeasible set comes with no reference point and no radius function, so both are built
+//! here: one reference point per connected infeasible region of the model's grid (its deepest cell),
+//! and the radius R along each ray where the ray leaves that region for the last time (refined on
+//! zeta), so the modelled obstacle is the star-shaped hull of the learned one and covers it.
+use crate::model::{CellGrid, ConstraintModel};
+use crate::modulation::Star;
+use crate::network::Scratch;
+use kiddo::{ImmutableKdTree, SquaredEuclidean};
+use std::collections::VecDeque;
+use std::num::NonZero;
+
+/// Grid cells per axis over which the reference points are found.
+pub const GRID_CELLS: usize = 32;
+
+/// One reference point per learned obstacle, and which obstacle is nearest to a position.
+#[derive(Default)]
+pub struct ReferencePoints {
+    /// The reference point of each obstacle (feature space).
+    pub points: Vec<Vec<f64>>,
+    /// Infeasible cell centres (padded to 3-D) and the obstacle each belongs to.
+    cells: Option<ImmutableKdTree<f64, 3>>,
+    owner: Vec<usize>,
+    /// The direction along which the obstacles are taken to extend (unit), if any.
+    axis: Option<Vec<f64>>,
+    /// The grid the regions were found on, and each cell's region (usize::MAX: feasible).
+    grid: Option<CellGrid>,
+    label: Vec<usize>,
+    /// Per obstacle, its hull tabulated around the axis (with an axis, in 3-D).
+    hulls: Vec<Option<Hull>>,
+}
+
+impl std::fmt::Debug for ReferencePoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReferencePoints")
+            .field("points", &self.points)
+            .finish()
+    }
+}
+
+fn pad3(x: &[f64]) -> [f64; 3] {
+    let mut p = [0.0; 3];
+    for (a, b) in p.iter_mut().zip(x) {
+        *a = *b;
+    }
+    p
+}
+
+impl ReferencePoints {
+    /// The reference points of a position model (none for a velocity model, for more than three
+    /// inputs, or when the grid is all feasible or all infeasible).
+    pub fn of_model(model: &ConstraintModel) -> ReferencePoints {
+        match model.grid(GRID_CELLS) {
+            Some(grid) if grid.dim() <= 3 => Self::of_grid(&grid),
+            _ => Self::default(),
+        }
+    }
+
+    /// [`Self::of_model`] with reference points that move along `axis` (see [`Self::along`]), and
+    /// each obstacle's star-shaped hull tabulated around that axis (see [`Hull`]).
+    pub fn of_model_along(model: &ConstraintModel, axis: &[f64]) -> ReferencePoints {
+        let mut refs = Self::of_model(model).along(axis);
+        if let (Some(u), Some(g)) = (&refs.axis, &refs.grid)
+            && u.len() == 3
+        {
+            let mut scratch = Scratch::default();
+            let hulls = (0..refs.points.len())
+                .map(|id| Hull::tabulate(&refs, model, g, id, u, &mut scratch))
+                .collect();
+            refs.hulls = hulls;
+        }
+        refs
+    }
+
+    /// Label the connected infeasible regions (cells sharing a face) and take each one's deepest cell.
+    pub fn of_grid(grid: &CellGrid) -> ReferencePoints {
+        let d = grid.dim();
+        let centre = |i: usize| {
+            let mut x = vec![0.0; d];
+            grid.center(i, &mut x);
+            x
+        };
+        let feasible: Vec<[f64; 3]> = (0..grid.infeasible.len())
+            .filter(|&i| !grid.infeasible[i])
+            .map(|i| pad3(&centre(i)))
+            .collect();
+        if feasible.is_empty() || feasible.len() == grid.infeasible.len() {
+            return Self::default();
+        }
+        let Ok(free) = ImmutableKdTree::<f64, 3>::new_from_slice(&feasible) else {
+            return Self::default();
+        };
+        let one = NonZero::new(1).expect("1 > 0");
+        // Distance to the nearest feasible cell or, as the region may go on beyond the grid (a column
+        // through the whole workspace), to the nearest face of the grid.
+        let depth = |x: &[f64]| {
+            let to_free = free
+                .query(&pad3(x))
+                .nearest_n::<SquaredEuclidean<f64>>(one)
+                .execute()
+                .first()
+                .map_or(f64::INFINITY, |n| n.distance.sqrt());
+            (0..d).fold(to_free, |m, k| {
+                let span = (grid.n - 1) as f64 * grid.step[k];
+                let inside = (x[k] - grid.lo[k]).min(grid.lo[k] + span - x[k]) + grid.step[k];
+                m.min(inside)
+            })
+        };
+        let mut label = vec![usize::MAX; grid.infeasible.len()];
+        let (mut points, mut entries, mut owner) = (Vec::new(), Vec::new(), Vec::new());
+        for seed in 0..grid.infeasible.len() {
+            if !grid.infeasible[seed] || label[seed] != usize::MAX {
+                continue;
+            }
+            let id = points.len();
+            label[seed] = id;
+            let mut queue = VecDeque::from([seed]);
+            let (mut best, mut deepest) = (seed, f64::NEG_INFINITY);
+            while let Some(i) = queue.pop_front() {
+                let x = centre(i);
+                let depth = depth(&x);
+                if depth > deepest {
+                    (best, deepest) = (i, depth);
+                }
+                entries.push(pad3(&x));
+                owner.push(id);
+                for j in grid.neighbours(i) {
+                    if grid.infeasible[j] && label[j] == usize::MAX {
+                        label[j] = id;
+                        queue.push_back(j);
+                    }
+                }
+            }
+            points.push(centre(best));
+        }
+        ReferencePoints {
+            points,
+            cells: ImmutableKdTree::new_from_slice(&entries).ok(),
+            owner,
+            axis: None,
+            grid: Some(grid.clone()),
+            label,
+            hulls: Vec::new(),
+        }
+    }
+
+    /// Reference points on lines along `axis` (e.g. the vertical, for things standing on a table)
+    /// through each region's deepest cell: the reference point for x is then the point of that line
+    /// level with x, so rays run across the axis and the robot slides around a learned obstacle, not
+    /// over or under it into heights the demonstrations never showed. A zero axis is ignored.
+    pub fn along(mut self, axis: &[f64]) -> Self {
+        let n = axis.iter().map(|c| c * c).sum::<f64>().sqrt();
+        self.axis = (n > 0.0 && n.is_finite()).then(|| axis.iter().map(|c| c / n).collect());
+        self
+    }
+
+    /// The reference point of region `id` for a robot at `x`.
+    fn reference(&self, id: usize, x: &[f64]) -> Option<Vec<f64>> {
+        let p = self.points.get(id)?;
+        Some(match &self.axis {
+            Some(u) if u.len() == x.len() => {
+                let t: f64 = (0..x.len()).map(|k| (x[k] - p[k]) * u[k]).sum();
+                p.iter().zip(u).map(|(a, b)| a + t * b).collect()
+            }
+            _ => p.clone(),
+        })
+    }
+
+    /// The reference point of the learned obstacle nearest to `x`.
+    pub fn nearest(&self, x: &[f64]) -> Option<&[f64]> {
+        self.nearest_region(x)
+            .and_then(|id| self.points.get(id))
+            .map(Vec::as_slice)
+    }
+
+    fn nearest_region(&self, x: &[f64]) -> Option<usize> {
+        let hit = self
+            .cells
+            .as_ref()?
+            .query(&pad3(x))
+            .nearest_n::<SquaredEuclidean<f64>>(NonZero::new(1).expect("1 > 0"))
+            .execute();
+        self.owner.get(hit.first()?.item as usize).copied()
+    }
+
+    /// The nearest learned obstacle at `x` as Huber et al. (2019) model an obstacle: star-shaped
+    /// around its reference point r, its boundary at radius R along each ray from r. Along the ray
+    /// through x, R is where the ray leaves the obstacle's grid region for the last time, refined on
+    /// the network's zeta: so the modelled obstacle is the star-shaped hull of the learned one and
+    /// covers it. With an axis, the hull is read from its table (continuous; see [`Hull`]). None
+    /// without a learned obstacle, at r itself, or where no ray meets it (above a column's top).
+    pub fn star(&self, model: &ConstraintModel, x: &[f64], scratch: &mut Scratch) -> Option<Star> {
+        let id = self.nearest_region(x)?;
+        if let Some(Some(hull)) = self.hulls.get(id) {
+            return hull.star(x);
+        }
+        let r = self.reference(id, x)?;
+        let dist = x
+            .iter()
+            .zip(&r)
+            .map(|(a, b)| (a - b).powi(2))
+            .sum::<f64>()
+            .sqrt();
+        if dist.is_nan() || dist <= 1e-9 {
+            return None;
+        }
+        let u: Vec<f64> = x.iter().zip(&r).map(|(a, b)| (a - b) / dist).collect();
+        let radius = self.radius_along(model, id, &r, &u, scratch)?;
+        let mut grad = vec![0.0; x.len()];
+        let b: Vec<f64> = r.iter().zip(&u).map(|(a, c)| a + radius * c).collect();
+        model.network.zeta_and_grad(&b, &mut grad, scratch);
+        let gn = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
+        // Into the obstacle: against zeta's gradient; where that is flat, towards r.
+        let normal = if gn > 1e-9 {
+            grad.iter().map(|c| -c / gn).collect()
+        } else {
+            u.iter().map(|c| -c).collect()
+        };
+        Some(Star {
+            reference: r,
+            ratio: dist / radius,
+            radius,
+            normal,
+        })
+    }
+
+    /// R along the ray from `r` in direction `u` (unit) for obstacle `id`: its last exit from the
+    /// obstacle's grid region, refined on zeta. None if the ray never meets the region.
+    fn radius_along(
+        &self,
+        model: &ConstraintModel,
+        id: usize,
+        r: &[f64],
+        u: &[f64],
+        scratch: &mut Scratch,
+    ) -> Option<f64> {
+        let g = self.grid.as_ref()?;
+        let at = |t: f64| -> Vec<f64> { r.iter().zip(u).map(|(a, b)| a + t * b).collect() };
+        let h = 0.5 * g.step.iter().copied().fold(f64::INFINITY, f64::min);
+        let mut last = None;
+        let mut t = 0.0;
+        // March out from r until the ray leaves the grid.
+        while let Some(cell) = g.cell_at(&at(t)) {
+            if self.label[cell] == id {
+                last = Some(t);
+            }
+            t += h;
+        }
+        let last = last?;
+        // The grid's cells are coarse: look for zeta's own last crossing within a cell's diagonal of
+        // the grid's, then bisect it.
+        let inside =
+            |t: f64, scratch: &mut Scratch| model.network.zeta(&at(t), scratch) < model.threshold;
+        let w = 0.5 * g.step.iter().map(|c| c * c).sum::<f64>().sqrt() + h;
+        let fine = w / 8.0;
+        let mut hi = last + w;
+        // (Thin parts the grid missed may reach further: follow zeta out.)
+        while inside(hi, scratch) && g.cell_at(&at(hi)).is_some() {
+            hi += fine;
+        }
+        let mut lo = None;
+        while hi > (last - w).max(0.0) {
+            if inside(hi - fine, scratch) {
+                lo = Some(hi - fine);
+                break;
+            }
+            hi -= fine;
+        }
+        let radius = match lo {
+            Some(mut lo) => {
+                for _ in 0..10 {
+                    let mid = 0.5 * (lo + hi);
+                    if inside(mid, scratch) {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                0.5 * (lo + hi)
+            }
+            None => last,
+        };
+        Some(radius.max(1e-6))
+    }
+}
+
+/// An obstacle's star-shaped hull around a reference axis, tabulated: R(level, angle) on rays
+/// perpendicular to the axis from the axis point at that level. Measured radii jump where a ray
+/// starts or stops clipping a part that bends back (the end of an arc of cups), and the modulation
+/// would push opposite ways on either side of such a ray; so the table is the upper envelope of the
+/// measured radii with a bounded slope, R(a) = max over b of R_b (1 - |a - b| / SPREAD), which
+/// contains the measured hull, is continuous, and has a normal everywhere. Bilinear in level and
+/// angle, and its exact normal, at query time.
+#[derive(Debug, Clone)]
+pub struct Hull {
+    /// Axis point at level 0, the (unit) axis and two unit vectors spanning the plane across it.
+    origin: Vec<f64>,
+    axis: Vec<f64>,
+    e1: Vec<f64>,
+    e2: Vec<f64>,
+    /// Level of row 0 and the spacing of the rows (along the axis).
+    t0: f64,
+    dt: f64,
+    /// radius[level][angle]; 0: the obstacle has no cross-section at that level.
+    radius: Vec<Vec<f64>>,
+}
+
+impl Hull {
+    const ANGLES: usize = 180;
+    const LEVELS: usize = GRID_CELLS;
+    /// A radius measured along one ray widens the hull over this angle (rad) either side.
+    const SPREAD: f64 = std::f64::consts::FRAC_PI_3;
+
+    fn tabulate(
+        refs: &ReferencePoints,
+        model: &ConstraintModel,
+        g: &CellGrid,
+        id: usize,
+        axis: &[f64],
+        scratch: &mut Scratch,
+    ) -> Option<Hull> {
+        let p = refs.points.get(id)?;
+        // Two unit vectors across the axis.
+        let k = (0..3)
+            .min_by(|&a, &b| axis[a].abs().total_cmp(&axis[b].abs()))
+            .unwrap_or(0);
+        let mut e1: Vec<f64> = (0..3)
+            .map(|i| f64::from(u8::from(i == k)) - axis[k] * axis[i])
+            .collect();
+        let n1 = e1.iter().map(|c| c * c).sum::<f64>().sqrt();
+        e1.iter_mut().for_each(|c| *c /= n1);
+        let e2 = vec![
+            axis[1] * e1[2] - axis[2] * e1[1],
+            axis[2] * e1[0] - axis[0] * e1[2],
+            axis[0] * e1[1] - axis[1] * e1[0],
+        ];
+        // Levels spanning the grid's extent along the axis.
+        let (mut t0, mut t1) = (f64::INFINITY, f64::NEG_INFINITY);
+        for corner in 0..8usize {
+            let t: f64 = (0..3)
+                .map(|i| {
+                    let c = g.lo[i]
+                        + if corner >> i & 1 == 1 {
+                            (g.n - 1) as f64 * g.step[i]
+                        } else {
+                            0.0
+                        };
+                    (c - p[i]) * axis[i]
+                })
+                .sum();
+            t0 = t0.min(t);
+            t1 = t1.max(t);
+        }
+        let dt = (t1 - t0) / (Self::LEVELS - 1) as f64;
+        let angle = |j: usize| j as f64 * std::f64::consts::TAU / Self::ANGLES as f64;
+        let mut radius = Vec::with_capacity(Self::LEVELS);
+        for l in 0..Self::LEVELS {
+            let t = t0 + l as f64 * dt;
+            let r: Vec<f64> = (0..3).map(|i| p[i] + t * axis[i]).collect();
+            let measured: Vec<f64> = (0..Self::ANGLES)
+                .map(|j| {
+                    let (c, s) = (angle(j).cos(), angle(j).sin());
+                    let u: Vec<f64> = (0..3).map(|i| c * e1[i] + s * e2[i]).collect();
+                    refs.radius_along(model, id, &r, &u, scratch).unwrap_or(0.0)
+                })
+                .collect();
+            let step = std::f64::consts::TAU / Self::ANGLES as f64;
+            let reach = (Self::SPREAD / step).ceil() as usize;
+            let envelope = (0..Self::ANGLES)
+                .map(|a| {
+                    (0..=2 * reach)
+                        .map(|o| {
+                            let b = (a + Self::ANGLES + o - reach) % Self::ANGLES;
+                            let gap = (o as f64 - reach as f64).abs() * step;
+                            measured[b] * (1.0 - gap / Self::SPREAD).max(0.0)
+                        })
+                        .fold(0.0, f64::max)
+                })
+                .collect();
+            radius.push(envelope);
+        }
+        Some(Hull {
+            origin: p.clone(),
+            axis: axis.to_vec(),
+            e1,
+            e2,
+            t0,
+            dt,
+            radius,
+        })
+    }
+
+    /// Bilinear R and its derivatives in angle and level at (level t, angle a).
+    fn lookup(&self, t: f64, a: f64) -> (f64, f64, f64) {
+        let fl = ((t - self.t0) / self.dt).clamp(0.0, (Self::LEVELS - 1) as f64);
+        let l0 = (fl.floor() as usize).min(Self::LEVELS - 2);
+        let wl = fl - l0 as f64;
+        let step = std::f64::consts::TAU / Self::ANGLES as f64;
+        let fa = a.rem_euclid(std::f64::consts::TAU) / step;
+        let a0 = (fa.floor() as usize) % Self::ANGLES;
+        let a1 = (a0 + 1) % Self::ANGLES;
+        let wa = fa - fa.floor();
+        let at = |l: usize, j: usize| self.radius[l][j];
+        let row = |l: usize| {
+            (
+                at(l, a0) * (1.0 - wa) + at(l, a1) * wa,
+                (at(l, a1) - at(l, a0)) / step,
+            )
+        };
+        let ((r0, d0), (r1, d1)) = (row(l0), row(l0 + 1));
+        let r = r0 * (1.0 - wl) + r1 * wl;
+        let dr_da = d0 * (1.0 - wl) + d1 * wl;
+        let dr_dt = (r1 - r0) / self.dt;
+        (r, dr_da, dr_dt)
+    }
+
+    /// The hull at x: ratio |x - r| / R and the hull surface's normal (into the obstacle), from
+    /// f(x) = rho - R(angle, level) with rho the distance from the axis.
+    fn star(&self, x: &[f64]) -> Option<Star> {
+        let d: Vec<f64> = (0..3).map(|i| x[i] - self.origin[i]).collect();
+        let t: f64 = (0..3).map(|i| d[i] * self.axis[i]).sum();
+        let (c1, c2) = (
+            (0..3).map(|i| d[i] * self.e1[i]).sum::<f64>(),
+            (0..3).map(|i| d[i] * self.e2[i]).sum::<f64>(),
+        );
+        let rho = c1.hypot(c2);
+        if rho.is_nan() || rho <= 1e-9 {
+            return None;
+        }
+        let a = c2.atan2(c1);
+        let (radius, dr_da, dr_dt) = self.lookup(t, a);
+        if radius.is_nan() || radius <= 1e-6 {
+            return None;
+        }
+        let er: Vec<f64> = (0..3)
+            .map(|i| (c1 * self.e1[i] + c2 * self.e2[i]) / rho)
+            .collect();
+        let ea: Vec<f64> = (0..3)
+            .map(|i| (-c2 * self.e1[i] + c1 * self.e2[i]) / rho)
+            .collect();
+        // grad f = e_rho - (dR/da) / rho e_a - (dR/dt) axis; it points out of the obstacle.
+        let grad: Vec<f64> = (0..3)
+            .map(|i| er[i] - dr_da / rho * ea[i] - dr_dt * self.axis[i])
+            .collect();
+        let gn = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
+        Some(Star {
+            reference: (0..3).map(|i| self.origin[i] + t * self.axis[i]).collect(),
+            ratio: rho / radius,
+            radius,
+            normal: grad.iter().map(|c| -c / gn).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 2-D grid over [0, 1]^2 with the given cells (x, y) infeasible.
+    fn grid(n: usize, infeasible: impl Fn(f64, f64) -> bool) -> CellGrid {
+        let step = 1.0 / (n - 1) as f64;
+        let mut g = CellGrid {
+            n,
+            lo: vec![0.0, 0.0],
+            step: vec![step, step],
+            infeasible: Vec::new(),
+        };
+        let mut x = [0.0; 2];
+        g.infeasible = (0..n * n)
+            .map(|i| {
+                g.center(i, &mut x);
+                infeasible(x[0], x[1])
+            })
+            .collect();
+        g
+    }
+
+    #[test]
+    fn each_separate_obstacle_gets_its_own_reference_point_at_its_deepest_cell() {
+        let disc = |cx: f64, cy: f64, r: f64| {
+            move |x: f64, y: f64| (x - cx).powi(2) + (y - cy).powi(2) < r * r
+        };
+        let (a, b) = (disc(0.25, 0.3, 0.12), disc(0.7, 0.7, 0.18));
+        let g = grid(41, |x, y| a(x, y) || b(x, y));
+        let r = ReferencePoints::of_grid(&g);
+        assert_eq!(r.points.len(), 2);
+        let near = |p: &[f64], c: [f64; 2]| (p[0] - c[0]).hypot(p[1] - c[1]) < 0.03;
+        let pa = r.nearest(&[0.05, 0.3]).unwrap();
+        let pb = r.nearest(&[0.95, 0.95]).unwrap();
+        assert!(near(pa, [0.25, 0.3]), "{pa:?}");
+        assert!(near(pb, [0.7, 0.7]), "{pb:?}");
+    }
+
+    #[test]
+    fn the_reference_point_of_a_crescent_lies_inside_it_not_at_its_hollow_centroid() {
+        // A thick arc around (0.5, 0.5): its centroid is in the hollow, outside the obstacle.
+        let g = grid(61, |x, y| {
+            let r = (x - 0.5).hypot(y - 0.5);
+            (0.2..0.32).contains(&r) && x > 0.45
+        });
+        let r = ReferencePoints::of_grid(&g);
+        assert_eq!(r.points.len(), 1);
+        let p = r.nearest(&[0.9, 0.5]).unwrap();
+        let radius = (p[0] - 0.5).hypot(p[1] - 0.5);
+        assert!((0.2..0.32).contains(&radius) && p[0] > 0.45, "{p:?}");
+    }
+
+    #[test]
+    fn an_all_feasible_grid_has_no_reference_point() {
+        let r = ReferencePoints::of_grid(&grid(11, |_, _| false));
+        assert!(r.points.is_empty() && r.nearest(&[0.5, 0.5]).is_none());
+    }
+}
