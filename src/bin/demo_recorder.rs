@@ -142,21 +142,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pending_twist = Rc::new(RefCell::new(
         None::<(r2r::builtin_interfaces::msg::Time, [f64; 3])>,
     ));
+    // A stop waits for the samples stamped before it that are still in flight (the pose that reached
+    // the goal may arrive after the request that ends the demonstration), for up to FLUSH seconds.
+    const FLUSH: f64 = 0.25;
+    type PendingStop = (r2r::ServiceRequest<Trigger::Service>, f64, f64);
+    let stopping = Rc::new(RefCell::new(Vec::<PendingStop>::new()));
+    let finish_stops = {
+        let (r, s, stopping) = (recorder.clone(), save.clone(), stopping.clone());
+        move |stamp: Option<f64>| {
+            let now = ros::mono_now();
+            let due: Vec<PendingStop> = {
+                let mut st = stopping.borrow_mut();
+                let (due, wait) = st
+                    .drain(..)
+                    .partition(|(_, t, t0)| stamp.is_some_and(|s| s >= *t) || now - t0 > FLUSH);
+                *st = wait;
+                due
+            };
+            for (req, _, _) in due {
+                let out = r.borrow_mut().stop();
+                let out = out.and_then(|n| s().map(|m| format!("demonstration of {n} steps; {m}")));
+                let _ = req.respond(Trigger::Response {
+                    success: out.is_ok(),
+                    message: out.unwrap_or_else(|e| e),
+                });
+            }
+        }
+    };
+    let finish_stops = Rc::new(finish_stops);
     let feed = {
-        let (r, pp, pt, save) = (
+        let (r, pp, pt, save, fin) = (
             recorder.clone(),
             pending_pose.clone(),
             pending_twist.clone(),
             save.clone(),
+            finish_stops.clone(),
         );
         move || {
             let matched = match (&*pp.borrow(), &*pt.borrow()) {
-                (Some((a, p)), Some((b, v))) if a == b => Some((*p, *v)),
+                (Some((a, p)), Some((b, v))) if a == b => Some((a.clone(), *p, *v)),
                 _ => None,
             };
-            if let Some((p, v)) = matched {
+            if let Some((stamp, p, v)) = matched {
                 *pp.borrow_mut() = None;
                 *pt.borrow_mut() = None;
+                // A sample stamped at or after a stop request belongs to no stopped demonstration.
+                fin(Some(seconds(&stamp)));
                 let ended = r.borrow_mut().sample(ros::mono_now(), &p, &v);
                 if ended.is_some() {
                     let _ = save();
@@ -223,15 +254,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     })?;
     let mut stops = node.create_service::<Trigger::Service>("~/stop", QosProfile::default())?;
-    let (r, s) = (recorder.clone(), save.clone());
+    let (r, st) = (recorder.clone(), stopping.clone());
     spawner.spawn_local(async move {
         while let Some(req) = stops.next().await {
-            let out = r.borrow_mut().stop();
-            let out = out.and_then(|n| s().map(|m| format!("demonstration of {n} steps; {m}")));
-            let _ = req.respond(Trigger::Response {
-                success: out.is_ok(),
-                message: out.unwrap_or_else(|e| e),
-            });
+            if r.borrow().is_recording() {
+                st.borrow_mut()
+                    .push((req, seconds(&ros::stamp()), ros::mono_now()));
+            } else {
+                let _ = req.respond(Trigger::Response {
+                    success: false,
+                    message: "not recording: nothing to stop".into(),
+                });
+            }
+        }
+    })?;
+    // Stops whose samples never come (nothing publishes) end after FLUSH.
+    let mut flush_timer = node.create_wall_timer(std::time::Duration::from_millis(50))?;
+    let fin = finish_stops.clone();
+    spawner.spawn_local(async move {
+        while flush_timer.tick().await.is_ok() {
+            fin(None);
         }
     })?;
     ros::spin(node, pool);
@@ -243,4 +285,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         r2r::log_error!(&logger, "could not write the demonstrations: {e}");
     }
     Ok(())
+}
+
+/// A message stamp in seconds.
+fn seconds(t: &r2r::builtin_interfaces::msg::Time) -> f64 {
+    f64::from(t.sec) + f64::from(t.nanosec) * 1e-9
 }

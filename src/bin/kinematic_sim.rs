@@ -231,6 +231,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 sim.step_velocity(&v)
             };
+            // The pose first: a client that stops recording on the answer must have been sent it.
+            publish(&sim.position(), &applied);
             let done = run
                 .as_ref()
                 .map(|r| (sim.at_goal(), r.steps > sim.task().spec.horizon));
@@ -248,7 +250,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     message,
                 });
             }
-            publish(&sim.position(), &applied);
         }
     })?;
     ros::spin(node, pool);
