@@ -5,6 +5,7 @@ then drive the simulator with a nominal controller that would hit the obstacle, 
 filter, and report IoU, the unsafe rate and whether the filtered runs stayed feasible.
 
     loop.py [--task reach_obstacle_3d] [--workdir out/ros] [--demos N] [--jitter M] [--runs N] [--shift]
+            [--expert-margin M] [--safety-margin M] [--learn-config FILE]
 """
 import argparse
 import csv
@@ -21,7 +22,7 @@ import rclpy
 import yaml
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from pucl_interfaces.action import LearnConstraint
-from pucl_interfaces.srv import Reset, RunExpert
+from pucl_interfaces.srv import QueryFeasibility, Reset, RunExpert
 from rclpy.action import ActionClient
 from std_srvs.srv import Trigger
 
@@ -43,10 +44,19 @@ def pucl(*args):
 
 
 class Loop:
-    def __init__(self, task, workdir):
+    def __init__(self, task, workdir, expert_margin=None, safety_margin=None):
+        """Start the 'learn' graph; `expert_margin`: the clearance (m) the simulator's expert keeps
+        (default: the task's); `safety_margin`: the filter's distance from the learned boundary
+        (default: the model's)."""
         self.task, self.workdir = task, pathlib.Path(workdir)
         self.spec = task_file(task)
-        self.procs = run_graph.start("learn", self.workdir, task)
+        self.expert_margin = expert_margin
+        overrides = {}
+        if expert_margin is not None:
+            overrides["kinematic_sim"] = {"expert_margin": float(expert_margin)}
+        if safety_margin is not None:
+            overrides["safety_filter"] = {"safety_margin": float(safety_margin)}
+        self.procs = run_graph.start("learn", self.workdir, task, overrides=overrides)
         self.node = rclpy.create_node(f"pucl_loop_{os.getpid()}")
         self.pose = None
         self.node.create_subscription(PoseStamped, "/ee_pose", self._on_pose, 100)
@@ -56,7 +66,8 @@ class Loop:
         self.rec_start = self.node.create_client(Trigger, "/demo_recorder/start")
         self.rec_stop = self.node.create_client(Trigger, "/demo_recorder/stop")
         self.learn_c = ActionClient(self.node, LearnConstraint, "/learner/learn")
-        for c in (self.reset_c, self.expert_c, self.rec_start, self.rec_stop):
+        self.query_c = self.node.create_client(QueryFeasibility, "/constraint_server/query_feasibility")
+        for c in (self.reset_c, self.expert_c, self.rec_start, self.rec_stop, self.query_c):
             if not c.wait_for_service(timeout_sec=30):
                 raise RuntimeError(f"{c.srv_name} did not appear; see the logs in {self.workdir}")
         if not self.learn_c.wait_for_server(timeout_sec=30):
@@ -92,7 +103,9 @@ class Loop:
         if jitter <= 0:
             return [self.spec["starts"][i % len(self.spec["starts"])] for i in range(n)]
         path = self.workdir / "starts.csv"
-        pucl("demos", "generate", "--task", self.task, "--count", n, "--jitter", jitter, "--seed", seed, "--out", path)
+        margin = [] if self.expert_margin is None else ["--margin", self.expert_margin]
+        pucl("demos", "generate", "--task", self.task, "--count", n, "--jitter", jitter, "--seed", seed,
+             *margin, "--out", path)
         with open(path) as f:
             rows = [r for r in csv.DictReader(f) if r["step"] == "0"]
         return [[float(r[c]) for c in self.spec["position"]] for r in rows]
@@ -127,11 +140,36 @@ class Loop:
         r = res.result().result
         if not r.success:
             raise RuntimeError(f"learning failed: {r.message}")
-        # The filter would pick the new file up within its watch period; make it immediate.
-        reload = self.node.create_client(Trigger, "/safety_filter/reload")
-        if not reload.wait_for_service(timeout_sec=10) or not self.call(reload, Trigger.Request()).success:
-            raise RuntimeError("the safety filter did not load the model")
+        # The nodes would pick the new file up within their watch period; make it immediate.
+        for node in ("safety_filter", "constraint_server"):
+            reload = self.node.create_client(Trigger, f"/{node}/reload")
+            if not reload.wait_for_service(timeout_sec=10) or not self.call(reload, Trigger.Request()).success:
+                raise RuntimeError(f"the {node} did not load the model")
         return r
+
+    def learned_feasible(self, position):
+        """The constraint_server's answer for one position."""
+        r = self.call(self.query_c, QueryFeasibility.Request(states=[float(v) for v in position]))
+        if r.error:
+            raise RuntimeError(f"query_feasibility: {r.error}")
+        return r.feasible[0]
+
+    def transfer_pairs(self, n, seed=0):
+        """n shifted (start, goal) pairs (see `shifted`) a robot may be at: a start inside a true
+        obstacle (the simulator refuses it) or inside the learned one (the constraint_server says
+        infeasible), or a learned-infeasible goal, is drawn again. Returns (pairs, redrawn)."""
+        pairs, redrawn = [], 0
+        for start, goal in shifted(self.spec, None, seed):
+            if len(pairs) == n:
+                break
+            if redrawn > 10 * n:
+                raise RuntimeError(f"only {len(pairs)} of {n} shifted starts and goals are feasible")
+            ok = self.learned_feasible(start) and self.learned_feasible(goal)
+            if ok and self.call(self.reset_c, Reset.Request(position=[float(v) for v in start])).success:
+                pairs.append((start, goal))
+            else:
+                redrawn += 1
+        return pairs, redrawn
 
     def drive(self, start, goal, speed=0.25, timeout=20.0, rate=50.0):
         """A nominal P-controller towards `goal` (it ignores the obstacle), through the safety filter.
@@ -182,17 +220,19 @@ class Loop:
 
 
 def shifted(spec, n, seed):
-    """Starts and goals shifted around the task's (the paper's constraint transfer, Fig. 1)."""
+    """Starts and goals shifted around the task's (the paper's constraint transfer, Fig. 1): the
+    task's starts in turn, each moved by up to 3 cm per axis, and goals moved by up to 5 cm. n pairs,
+    or without end when n is None."""
     rng = random.Random(seed)
     lo, hi = spec["dynamics"]["bounds"]["lower"], spec["dynamics"]["bounds"]["upper"]
     goal = spec["goal"]["position"]
-    out = []
-    for i in range(n):
+    clamp = lambda p: [min(max(v, a + 0.005), b - 0.005) for v, a, b in zip(p, lo, hi)]  # noqa: E731
+    i = 0
+    while n is None or i < n:
         s = [v + rng.uniform(-0.03, 0.03) for v in spec["starts"][i % len(spec["starts"])]]
         g = [goal[0] + rng.uniform(-0.04, 0.02), goal[1] + rng.uniform(-0.05, 0.05), goal[2] + rng.uniform(0.0, 0.04)]
-        clamp = lambda p: [min(max(v, a + 0.005), b - 0.005) for v, a, b in zip(p, lo, hi)]  # noqa: E731
-        out.append((clamp(s), clamp(g)))
-    return out
+        yield clamp(s), clamp(g)
+        i += 1
 
 
 def main():
@@ -204,20 +244,32 @@ def main():
     ap.add_argument("--runs", type=int, default=12, help="filtered runs of the nominal controller")
     ap.add_argument("--shift", action="store_true", help="shift starts and goals (constraint transfer)")
     ap.add_argument("--learn-config", default="", help="learn.yaml overrides for the learner action")
+    ap.add_argument("--expert-margin", type=float, help="m the expert keeps from the true constraint "
+                    "(default: the task's expert.margin)")
+    ap.add_argument("--safety-margin", type=float, help="m the filter keeps from the learned boundary "
+                    "(default: the model's)")
     a = ap.parse_args()
     rclpy.init()
-    loop = Loop(a.task, a.workdir)
+    loop = Loop(a.task, a.workdir, a.expert_margin, a.safety_margin)
     try:
         demos = loop.record(a.demos, a.jitter)
         print(f"recorded {demos}", file=sys.stderr)
         r = loop.learn(config=a.learn_config)
         ev = json.loads(pucl("eval", "--task", a.task, "--model", r.model_path, "--json"))
         runs, reached = [], 0
-        pairs = shifted(loop.spec, a.runs, 0) if a.shift else [(s, loop.spec["goal"]["position"]) for s in loop.spec["starts"]][: a.runs]
-        for start, goal in pairs:
+        if a.shift:
+            pairs, redrawn = loop.transfer_pairs(a.runs, 0)
+            print(f"shifted starts and goals: {len(pairs)}, {redrawn} drawn again (inside a true or the "
+                  f"learned obstacle)", file=sys.stderr)
+        else:
+            pairs = [(s, loop.spec["goal"]["position"]) for s in loop.spec["starts"]][: a.runs]
+        r3 = lambda p: [round(v, 3) for v in p]  # noqa: E731
+        for i, (start, goal) in enumerate(pairs):
             poses, ok = loop.drive(start, goal)
             runs.append(poses)
             reached += ok
+            if not ok:
+                print(f"run {i} from {r3(start)} to {r3(goal)} stopped short at {r3(poses[-1])}", file=sys.stderr)
         bad, steps, which = loop.violations(runs)
         print(f"model {r.model_path}: IoU {ev['iou']:.3f}, recall {ev['recall']:.3f}, precision {ev['precision']:.3f}, "
               f"unsafe rate of the DSM policy {100 * ev['unsafe_rate']:.3f} %")

@@ -18,29 +18,36 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROOT):
-    """The command line of every node of `graph`, as the launch files build them."""
+def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROOT, overrides=None):
+    """The command line of every node of `graph`, as the launch files build them; `overrides`
+    ({node: {parameter: value}}) sets more parameters last, as `ros2 launch` users do on the command
+    line."""
     desc = yaml.safe_load((root / "launch" / "graph.yaml").read_text())
     if graph not in desc["graphs"]:
         raise SystemExit(f"unknown graph '{graph}'; graph.yaml has {', '.join(desc['graphs'])}")
     subst = {"workdir": str(workdir), "task": task}
+    unknown = set(overrides or {}) - {e["node"] for e in desc["graphs"][graph]}
+    if unknown:
+        raise SystemExit(f"overrides for nodes not in graph '{graph}': {', '.join(sorted(unknown))}")
     out = []
     for entry in desc["graphs"][graph]:
         node = desc["nodes"][entry["node"]]
         cmd = [str(bin_dir / node["executable"]), "--ros-args", "--params-file", str(root / node["params"])]
         for k, v in {**node.get("set", {}), **entry.get("set", {})}.items():
             cmd += ["-p", f"{k}:={str(v).format(**subst)}"]
+        for k, v in (overrides or {}).get(entry["node"], {}).items():
+            cmd += ["-p", f"{k}:={v}"]
         for a, b in entry.get("remap", {}).items():
             cmd += ["-r", f"{a}:={b}"]
         out.append((entry["node"], cmd))
     return out
 
 
-def start(graph, workdir, task, log_dir=None):
+def start(graph, workdir, task, log_dir=None, overrides=None):
     """Start the graph's nodes; returns [(name, Popen)]."""
     pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
     procs = []
-    for name, cmd in commands(graph, workdir, task):
+    for name, cmd in commands(graph, workdir, task, overrides=overrides):
         log = open(pathlib.Path(log_dir or workdir) / f"{name}.log", "w")
         procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
     return procs

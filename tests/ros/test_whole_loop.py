@@ -3,27 +3,34 @@ demonstrations recorded over topics, learned by the learner action, enforced by 
 on starts and goals the demonstrations never used."""
 import sys
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import loop  # noqa: E402
 
+# The simulator's expert keeps 2.5 cm from the obstacle, so the learned boundary is pinned down to
+# within d_r - 2.5 cm of the true one; the filter keeps 6 mm from it (README, "Safety margin").
+CLEARANCE, MARGIN = 0.025, 0.006
 
-def test_filtered_runs_from_20_shifted_starts_and_goals_stay_feasible_and_reach_their_goals(tmp_path):
-    lp = loop.Loop("reach_obstacle_3d", tmp_path / "work")
+
+@pytest.mark.parametrize("task,demos", [("reach_obstacle_3d", 24), ("reach_four_cups_3d", 38)])
+def test_filtered_runs_from_20_shifted_starts_and_goals_stay_feasible_and_reach_their_goals(tmp_path, task, demos):
+    lp = loop.Loop(task, tmp_path / "work", expert_margin=CLEARANCE, safety_margin=MARGIN)
     try:
-        demos = lp.record(24, jitter=0.02)
-        assert demos.exists()
+        path = lp.record(demos, jitter=0.02)
+        assert path.exists()
         r = lp.learn(seed=0)
-        assert r.success and r.iou > 0.4
+        assert r.success and r.iou > 0.3
+        pairs, _ = lp.transfer_pairs(20, seed=0)
         runs, missed = [], []
-        for i, (start, goal) in enumerate(loop.shifted(lp.spec, 20, seed=0)):
+        for i, (start, goal) in enumerate(pairs):
             poses, ok = lp.drive(start, goal)
             runs.append(poses)
             if not ok:
-                missed.append(i)
+                missed.append((i, start, goal, poses[-1]))
         bad, steps, which = lp.violations(runs)
         assert bad == 0, f"true violations in runs {which}"
-        assert not missed, f"runs {missed} did not reach their goals"
+        assert not missed, f"goals not reached: {missed}"
     finally:
         lp.close()
