@@ -7,9 +7,7 @@
 //! ray from the mean demonstrated command to the last learned-feasible command. The angular velocity
 //! passes through unchanged: the constraint is on the position (or the linear velocity).
 use crate::model::ConstraintModel;
-use crate::modulation::{
-    DsmConfig, ModulationScratch, leave_obstacle, project_velocity, safe_velocity_around,
-};
+use crate::modulation::{DsmConfig, ModulationScratch, project_velocity, safe_velocity_around};
 use crate::reference::ReferencePoints;
 use std::sync::Arc;
 
@@ -274,17 +272,8 @@ impl SafetyFilter {
                 dsm.safety_margin = m;
             }
             dsm.saddle_escape = self.config.saddle_escape;
-            let mut grad = [0.0; 3];
-            let zeta = model
-                .network
-                .zeta_and_grad(&pos, &mut grad, &mut self.scratch.net);
-            if !zeta.is_finite() {
-                return Err(Status::NonFinitePose);
-            }
-            if zeta < model.threshold {
-                // Inside the learned obstacle nothing is known to be safe but the way out.
-                leave_obstacle(&mut v, &grad);
-            } else if safe_velocity_around(
+            dsm.leave_inside = true;
+            if safe_velocity_around(
                 &model.network,
                 star.as_ref(),
                 &pos,

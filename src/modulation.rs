@@ -72,6 +72,10 @@ pub struct DsmConfig {
     /// reference; the safety filter turns it on.
     #[serde(default)]
     pub saddle_escape: bool,
+    /// Inside the learned obstacle, only let the robot out ([`leave_obstacle`]). Learning rollouts
+    /// and evaluation keep it off, like the reference; the safety filter turns it on.
+    #[serde(default)]
+    pub leave_inside: bool,
 }
 
 fn yes() -> bool {
@@ -96,6 +100,7 @@ impl Default for DsmConfig {
             lookahead: true,
             safety_margin: 0.0,
             saddle_escape: false,
+            leave_inside: false,
         }
     }
 }
@@ -202,7 +207,14 @@ pub fn modulate(
         });
     }
     // n points into the learned obstacle: the gradient of (1 - zeta).
-    Some(modulate_with(v, x, g, |k| -grad_zeta[k] / gnorm, cfg))
+    Some(modulate_with(
+        v,
+        x,
+        g,
+        |k| -grad_zeta[k] / gnorm,
+        cfg.tail_effect,
+        cfg.reference_point.as_deref(),
+    ))
 }
 
 /// Modulate `v` in place around a star-shaped obstacle: Gamma = ratio^(1/rho) (1 on and inside the
@@ -225,23 +237,28 @@ pub fn modulate_star(v: &mut [f64], x: &[f64], star: &Star, cfg: &DsmConfig) -> 
         .margin_ratio(cfg.safety_margin)
         .max(1.0)
         .powf(1.0 / cfg.rho);
-    let cfg = DsmConfig {
-        reference_point: Some(star.reference.clone()),
-        ..cfg.clone()
-    };
-    Some(modulate_with(v, x, g, |k| star.normal[k], &cfg))
+    Some(modulate_with(
+        v,
+        x,
+        g,
+        |k| star.normal[k],
+        cfg.tail_effect,
+        Some(&star.reference),
+    ))
 }
 
-/// The modulation core for a given Gamma and unit normal `n(k)` pointing into the obstacle.
+/// The modulation core for a given Gamma and unit normal `n(k)` pointing into the obstacle, with the
+/// first basis vector from `reference` (None: the normal).
 fn modulate_with(
     v: &mut [f64],
     x: &[f64],
     g: f64,
     n: impl Fn(usize) -> f64,
-    cfg: &DsmConfig,
+    tail_effect: bool,
+    reference: Option<&[f64]>,
 ) -> Modulated {
     let nv: f64 = v.iter().enumerate().map(|(k, vi)| n(k) * vi).sum();
-    if !cfg.tail_effect && nv <= 0.0 {
+    if !tail_effect && nv <= 0.0 {
         return Modulated {
             gamma: g,
             active: false,
@@ -249,7 +266,7 @@ fn modulate_with(
     }
     let (l1, lt) = (1.0 - 1.0 / g, 1.0 + 1.0 / g);
     // r: from the reference point to x (pointing out of the obstacle), or the normal itself.
-    if let Some(rp) = &cfg.reference_point {
+    if let Some(rp) = reference {
         let rn = x
             .iter()
             .zip(rp)
@@ -285,11 +302,6 @@ fn modulate_with(
 /// limits are left alone). The tail effect is off: motion away from the region passes unchanged.
 pub fn modulate_around(v: &mut [f64], x: &[f64], shape: &crate::shape::Shape) {
     use crate::shape::Shape;
-    let cfg = DsmConfig {
-        tail_effect: false,
-        reference_point: None,
-        ..DsmConfig::default()
-    };
     match shape {
         Shape::Cylinder { center, radius, .. } => {
             let (dx, dy) = (x[0] - center[0], x[1] - center[1]);
@@ -305,7 +317,8 @@ pub fn modulate_around(v: &mut [f64], x: &[f64], shape: &crate::shape::Shape) {
                         1 => -dy / r,
                         _ => 0.0,
                     },
-                    &cfg,
+                    false,
+                    None,
                 );
             }
         }
@@ -323,7 +336,7 @@ pub fn modulate_around(v: &mut [f64], x: &[f64], shape: &crate::shape::Shape) {
             let q: f64 = d.iter().zip(&pd).map(|(a, b)| a * b).sum();
             let norm = pd.iter().map(|c| c * c).sum::<f64>().sqrt();
             if q > 0.0 && norm > 0.0 {
-                modulate_with(v, x, q.sqrt().max(1.0), |k| -pd[k] / norm, &cfg);
+                modulate_with(v, x, q.sqrt().max(1.0), |k| -pd[k] / norm, false, None);
             }
         }
         _ => {}
@@ -381,6 +394,18 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
     s.next_grad.resize(d, 0.0);
     s.next.resize(d, 0.0);
     let logit = f.logit_grad(x, &mut s.grad, &mut s.net);
+    if !logit.is_finite() {
+        v.iter_mut().for_each(|c| *c = 0.0);
+        return None;
+    }
+    if cfg.leave_inside && logit < 0.0 {
+        // Inside the learned obstacle nothing is known to be safe but the way out.
+        leave_obstacle(v, &s.grad);
+        return Some(Modulated {
+            gamma: 1.0,
+            active: true,
+        });
+    }
     let z = sigmoid(logit);
     let here = boundary_distance(logit, &s.grad);
     // Gradient of zeta from the gradient of the logit.

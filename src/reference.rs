@@ -11,7 +11,6 @@ use crate::modulation::Star;
 use crate::network::Scratch;
 use kiddo::{ImmutableKdTree, SquaredEuclidean};
 use std::collections::VecDeque;
-use std::num::NonZero;
 
 /// Grid cells per axis over which the reference points are found.
 pub const GRID_CELLS: usize = 32;
@@ -21,9 +20,8 @@ pub const GRID_CELLS: usize = 32;
 pub struct ReferencePoints {
     /// The reference point of each obstacle (feature space).
     pub points: Vec<Vec<f64>>,
-    /// Infeasible cell centres (padded to 3-D) and the obstacle each belongs to.
-    cells: Option<ImmutableKdTree<f64, 3>>,
-    owner: Vec<usize>,
+    /// For every grid cell, the obstacle with the nearest infeasible cell (one lookup per query).
+    nearest: Vec<usize>,
     /// The direction along which the obstacles are taken to extend (unit), if any.
     axis: Option<Vec<f64>>,
     /// The grid the regions were found on, and each cell's region (usize::MAX: feasible).
@@ -93,16 +91,15 @@ impl ReferencePoints {
         let Ok(free) = ImmutableKdTree::<f64, 3>::new_from_slice(&feasible) else {
             return Self::default();
         };
-        let one = NonZero::new(1).expect("1 > 0");
         // Distance to the nearest feasible cell or, as the region may go on beyond the grid (a column
         // through the whole workspace), to the nearest face of the grid.
         let depth = |x: &[f64]| {
             let to_free = free
                 .query(&pad3(x))
-                .nearest_n::<SquaredEuclidean<f64>>(one)
+                .nearest_one::<SquaredEuclidean<f64>>()
                 .execute()
-                .first()
-                .map_or(f64::INFINITY, |n| n.distance.sqrt());
+                .distance
+                .sqrt();
             (0..d).fold(to_free, |m, k| {
                 let span = (grid.n - 1) as f64 * grid.step[k];
                 let inside = (x[k] - grid.lo[k]).min(grid.lo[k] + span - x[k]) + grid.step[k];
@@ -136,10 +133,22 @@ impl ReferencePoints {
             }
             points.push(centre(best));
         }
+        // The nearest obstacle of every cell, found once.
+        let nearest = match ImmutableKdTree::<f64, 3>::new_from_slice(&entries) {
+            Ok(cells) => (0..grid.infeasible.len())
+                .map(|i| {
+                    let hit = cells
+                        .query(&pad3(&centre(i)))
+                        .nearest_one::<SquaredEuclidean<f64>>()
+                        .execute();
+                    owner[hit.item as usize]
+                })
+                .collect(),
+            Err(_) => Vec::new(),
+        };
         ReferencePoints {
             points,
-            cells: ImmutableKdTree::new_from_slice(&entries).ok(),
-            owner,
+            nearest,
             axis: None,
             grid: Some(grid.clone()),
             label,
@@ -177,13 +186,13 @@ impl ReferencePoints {
     }
 
     fn nearest_region(&self, x: &[f64]) -> Option<usize> {
-        let hit = self
-            .cells
-            .as_ref()?
-            .query(&pad3(x))
-            .nearest_n::<SquaredEuclidean<f64>>(NonZero::new(1).expect("1 > 0"))
-            .execute();
-        self.owner.get(hit.first()?.item as usize).copied()
+        let g = self.grid.as_ref()?;
+        // Off the grid: the nearest cell on it.
+        let mut clamped = [0.0; 3];
+        for (k, c) in clamped.iter_mut().enumerate().take(g.dim()) {
+            *c = x[k].clamp(g.lo[k], g.lo[k] + (g.n - 1) as f64 * g.step[k]);
+        }
+        self.nearest.get(g.cell_at(&clamped[..g.dim()])?).copied()
     }
 
     /// The nearest learned obstacle at `x` as Huber et al. (2019) model an obstacle: star-shaped
@@ -420,7 +429,7 @@ impl Hull {
     /// The hull at x: ratio |x - r| / R and the hull surface's normal (into the obstacle), from
     /// f(x) = rho - R(angle, level) with rho the distance from the axis.
     fn star(&self, x: &[f64]) -> Option<Star> {
-        let d: Vec<f64> = (0..3).map(|i| x[i] - self.origin[i]).collect();
+        let d: [f64; 3] = std::array::from_fn(|i| x[i] - self.origin[i]);
         let t: f64 = (0..3).map(|i| d[i] * self.axis[i]).sum();
         let (c1, c2) = (
             (0..3).map(|i| d[i] * self.e1[i]).sum::<f64>(),
@@ -435,16 +444,11 @@ impl Hull {
         if radius.is_nan() || radius <= 1e-6 {
             return None;
         }
-        let er: Vec<f64> = (0..3)
-            .map(|i| (c1 * self.e1[i] + c2 * self.e2[i]) / rho)
-            .collect();
-        let ea: Vec<f64> = (0..3)
-            .map(|i| (-c2 * self.e1[i] + c1 * self.e2[i]) / rho)
-            .collect();
+        let er: [f64; 3] = std::array::from_fn(|i| (c1 * self.e1[i] + c2 * self.e2[i]) / rho);
+        let ea: [f64; 3] = std::array::from_fn(|i| (-c2 * self.e1[i] + c1 * self.e2[i]) / rho);
         // grad f = e_rho - (dR/da) / rho e_a - (dR/dt) axis; it points out of the obstacle.
-        let grad: Vec<f64> = (0..3)
-            .map(|i| er[i] - dr_da / rho * ea[i] - dr_dt * self.axis[i])
-            .collect();
+        let grad: [f64; 3] =
+            std::array::from_fn(|i| er[i] - dr_da / rho * ea[i] - dr_dt * self.axis[i]);
         let gn = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
         Some(Star {
             reference: (0..3).map(|i| self.origin[i] + t * self.axis[i]).collect(),
