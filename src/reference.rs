@@ -5,7 +5,10 @@
 //! A learned infeasible set comes with no reference point and no radius function, so both are built
 //! here: one reference point per connected infeasible region of the model's grid (its deepest cell),
 //! and the radius R along each ray where the ray leaves that region for the last time (refined on
-//! zeta), so the modelled obstacle is the star-shaped hull of the learned one and covers it.
+//! zeta), so the modelled obstacle is the star-shaped hull of the learned one and covers it. With an
+//! axis (the safety filter's default: the vertical), the reference point moves along it level with
+//! the robot and the hull is tabulated around it with a bounded slope, so that it is continuous
+//! ([`Hull`]).
 use crate::model::{CellGrid, ConstraintModel};
 use crate::modulation::Star;
 use crate::network::Scratch;
