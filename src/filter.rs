@@ -308,16 +308,20 @@ mod tests {
     /// A model of the cylinder task, learned once (short schedule).
     fn cylinder() -> Arc<ConstraintModel> {
         static M: OnceLock<Arc<ConstraintModel>> = OnceLock::new();
-        M.get_or_init(|| {
-            let t = Task::load("reach_obstacle_3d").unwrap();
-            let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("data/demos/reach_obstacle_3d_ds.csv");
-            let d = DemoSet::load(&p, &t).unwrap();
-            let cfg = LearnConfig::for_task("reach_obstacle_3d", None).unwrap();
-            let l = learn(&t, &d, &cfg, 1, &mut |_| true).unwrap();
-            Arc::new(ConstraintModel::from_learned(&t, &d, &cfg, 1, &l))
-        })
-        .clone()
+        M.get_or_init(|| Arc::new(learned("reach_obstacle_3d", "reach_obstacle_3d_ds.csv", 1)))
+            .clone()
+    }
+
+    /// A model of `task` learned from the reference demonstrations in data/demos/`csv`.
+    fn learned(task: &str, csv: &str, seed: u64) -> ConstraintModel {
+        let t = Task::load(task).unwrap();
+        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("data/demos")
+            .join(csv);
+        let d = DemoSet::load(&p, &t).unwrap();
+        let cfg = LearnConfig::for_task(task, None).unwrap();
+        let l = learn(&t, &d, &cfg, seed, &mut |_| true).unwrap();
+        ConstraintModel::from_learned(&t, &d, &cfg, seed, &l)
     }
 
     fn filter() -> SafetyFilter {
@@ -437,13 +441,7 @@ mod tests {
 
     #[test]
     fn velocity_model_limits_the_command_in_velocity_space() {
-        let t = Task::load("reach_velocity_3d").unwrap();
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("data/demos/reach_velocity_3d.csv");
-        let d = DemoSet::load(&p, &t).unwrap();
-        let cfg = LearnConfig::for_task("reach_velocity_3d", None).unwrap();
-        let l = learn(&t, &d, &cfg, 1, &mut |_| true).unwrap();
-        let m = Arc::new(ConstraintModel::from_learned(&t, &d, &cfg, 1, &l));
+        let m = Arc::new(learned("reach_velocity_3d", "reach_velocity_3d.csv", 1));
         let mut f = SafetyFilter::new(FilterConfig::default());
         f.set_model(m.clone()).unwrap();
         // 1.3 action units along x (0.624 m/s) is beyond the true limit of 1 unit (0.48 m/s).
@@ -541,13 +539,7 @@ mod tests {
 
     #[test]
     fn the_hull_of_the_arc_of_cups_is_continuous_around_the_axis_and_covers_what_was_learned() {
-        let t = Task::load("reach_four_cups_3d").unwrap();
-        let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("data/demos/reach_four_cups_3d_ds.csv");
-        let d = DemoSet::load(&p, &t).unwrap();
-        let cfg = LearnConfig::for_task("reach_four_cups_3d", None).unwrap();
-        let l = learn(&t, &d, &cfg, 0, &mut |_| true).unwrap();
-        let m = ConstraintModel::from_learned(&t, &d, &cfg, 0, &l);
+        let m = learned("reach_four_cups_3d", "reach_four_cups_3d_ds.csv", 0);
         let refs = ReferencePoints::of_model_along(&m, &[0.0, 0.0, 1.0]);
         let mut s = crate::network::Scratch::default();
         let c = refs.points[0].clone();

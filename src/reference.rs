@@ -250,12 +250,16 @@ impl ReferencePoints {
         scratch: &mut Scratch,
     ) -> Option<f64> {
         let g = self.grid.as_ref()?;
-        let at = |t: f64| -> Vec<f64> { r.iter().zip(u).map(|(a, b)| a + t * b).collect() };
+        // A point of the ray on the stack: this runs per command when there is no axis table.
+        let d = g.dim();
+        let at = |t: f64| -> [f64; 3] {
+            std::array::from_fn(|k| if k < d { r[k] + t * u[k] } else { 0.0 })
+        };
         let h = 0.5 * g.step.iter().copied().fold(f64::INFINITY, f64::min);
         let mut last = None;
         let mut t = 0.0;
         // March out from r until the ray leaves the grid.
-        while let Some(cell) = g.cell_at(&at(t)) {
+        while let Some(cell) = g.cell_at(&at(t)[..d]) {
             if self.label[cell] == id {
                 last = Some(t);
             }
@@ -264,13 +268,14 @@ impl ReferencePoints {
         let last = last?;
         // The grid's cells are coarse: look for zeta's own last crossing within a cell's diagonal of
         // the grid's, then bisect it.
-        let inside =
-            |t: f64, scratch: &mut Scratch| model.network.zeta(&at(t), scratch) < model.threshold;
+        let inside = |t: f64, scratch: &mut Scratch| {
+            model.network.zeta(&at(t)[..d], scratch) < model.threshold
+        };
         let w = 0.5 * g.step.iter().map(|c| c * c).sum::<f64>().sqrt() + h;
         let fine = w / 8.0;
         let mut hi = last + w;
         // (Thin parts the grid missed may reach further: follow zeta out.)
-        while inside(hi, scratch) && g.cell_at(&at(hi)).is_some() {
+        while inside(hi, scratch) && g.cell_at(&at(hi)[..d]).is_some() {
             hi += fine;
         }
         let mut lo = None;
