@@ -491,7 +491,7 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
 pub fn leave_obstacle(v: &mut [f64], grad: &[f64]) {
     let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
     let gnorm = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
-    if gnorm == 0.0 || !gnorm.is_finite() {
+    if gnorm == 0.0 || !gnorm.is_finite() || !speed.is_finite() {
         v.iter_mut().for_each(|c| *c = 0.0);
         return;
     }
@@ -787,6 +787,9 @@ mod tests {
         let mut v = [0.3, 0.4, 0.0];
         leave_obstacle(&mut v, &[0.0; 3]);
         assert_eq!(v, [0.0; 3], "no way out known: stop");
+        let mut v = [f64::NAN, 0.4, 0.0];
+        leave_obstacle(&mut v, &grad);
+        assert_eq!(v, [0.0; 3], "a command that is not finite: stop");
     }
 
     #[test]
