@@ -11,8 +11,9 @@
 //! schedule (outer iterations, PPO steps per iteration) when the reference's would take too long;
 //! the tables say which schedule ran. Runs go `--jobs` at a time (default 2).
 use pucl::demos::DemoSet;
-use pucl::learner::{LearnConfig, Method, PolicyKind, evaluate, evaluate_policy, learn};
-use pucl::plot::sweep_chart;
+use pucl::learn::{LearnConfig, Method, PolicyKind, learn};
+use pucl::report::evaluate::{evaluate, evaluate_policy};
+use pucl::report::plot::sweep_chart;
 use pucl::task::Task;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;

@@ -2,7 +2,8 @@
 //! Run with `cargo bench --bench dsm_pucl` (optionally `-- --seeds N`). Seeds 100.. are used: the
 //! per-task settings in config/learn/ were chosen on seeds 0-3.
 use pucl::demos::DemoSet;
-use pucl::learner::{LearnConfig, evaluate, learn};
+use pucl::learn::{LearnConfig, learn};
+use pucl::report::evaluate::evaluate;
 use pucl::task::Task;
 use std::path::Path;
 use std::time::Instant;

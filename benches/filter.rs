@@ -1,10 +1,10 @@
 //! Safety-filter compute per command (library call, 3-D position constraint, [32, 32] network):
 //! `cargo bench --bench filter`. Prints the median and spread of the per-call time over batches.
 use pucl::demos::DemoSet;
-use pucl::filter::{FilterConfig, SafetyFilter};
-use pucl::learner::{LearnConfig, learn};
-use pucl::model::ConstraintModel;
-use pucl::network::Scratch;
+use pucl::deploy::filter::{FilterConfig, SafetyFilter};
+use pucl::deploy::model::ConstraintModel;
+use pucl::learn::network::Scratch;
+use pucl::learn::{LearnConfig, learn};
 use pucl::task::Task;
 use rand::{RngExt, SeedableRng};
 use std::sync::Arc;

@@ -4,7 +4,7 @@
 # policies and all four methods at fixed seeds, and compares the model files. Only the wall-clock
 # fields (summary.wall_seconds, summary.history[].seconds) may differ.
 # Usage: scripts/compare_models.sh [REV] [--full-crl]
-#   CRL-PUCL runs use a shortened schedule (config below: 2 outer iterations of 3000 steps) that
+#   CRL-PUCL runs use a shortened schedule (config below: 3 outer iterations of 3000 steps) that
 #   goes through every code path; --full-crl runs the shipped CRL settings (about 2 min per run).
 # Prints one line per run and ends with 'N passed, N failed'.
 set -euo pipefail
@@ -28,9 +28,11 @@ CARGO_TARGET_DIR="$ROOT/target/compare-models" cargo build --release --quiet --b
 cargo build --release --quiet --bin pucl --manifest-path "$ROOT/Cargo.toml"
 OLD=$ROOT/target/compare-models/release/pucl NEW=$ROOT/target/release/pucl
 
+# A short CRL schedule; the lenient policy filter lets its young policy's rollouts reach identification.
 cat > "$WORK/short_crl.yaml" <<'YAML'
-iterations: 2
+iterations: 3
 epochs: 50
+policy_filter: {delta: 0.99, max_mean_cost: 1.0}
 crl: {n_envs: 4, n_steps: 250, timesteps_per_iteration: 3000, rollouts_per_start: 2}
 YAML
 DEMOS=$ROOT/data/demos

@@ -5,8 +5,8 @@
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use pucl::model::ConstraintModel;
-use pucl::network::Scratch;
+use pucl::deploy::model::ConstraintModel;
+use pucl::learn::network::Scratch;
 use pucl::ros::{self, ERROR, OK, param_f64, param_string};
 use r2r::QosProfile;
 use r2r::pucl_interfaces::msg::ConstraintInfo;

@@ -6,8 +6,8 @@
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use pucl::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
-use pucl::recorder::{AutoSegment, Recorder};
+use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
+use pucl::demos::recorder::{AutoSegment, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;

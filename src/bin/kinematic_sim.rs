@@ -5,10 +5,10 @@
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use pucl::expert::Expert;
 use pucl::ros::{self, param_bool, param_f64, param_string};
-use pucl::sim::{LiveSim, Policy};
 use pucl::task::Task;
+use pucl::task::expert::Expert;
+use pucl::task::sim::{LiveSim, Policy};
 use r2r::QosProfile;
 use r2r::geometry_msgs::msg::{Point, Pose, PoseStamped, Quaternion, Twist, TwistStamped, Vector3};
 use r2r::pucl_interfaces::srv::{Reset, RunExpert};

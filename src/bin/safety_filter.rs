@@ -6,7 +6,7 @@
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
-use pucl::filter::{FilterConfig, SafetyFilter, Status};
+use pucl::deploy::filter::{FilterConfig, SafetyFilter, Status};
 use pucl::ros::{self, ERROR, OK, WARN, param_bool, param_f64, param_string};
 use r2r::QosProfile;
 use r2r::geometry_msgs::msg::{PoseStamped, Twist, TwistStamped, Vector3};

@@ -1,6 +1,6 @@
 //! RViz markers of a learned constraint: the boundary cells (red cubes) and the reliable infeasible
 //! points of the memory buffer (small dark spheres).
-use crate::model::ConstraintModel;
+use crate::deploy::model::ConstraintModel;
 use r2r::geometry_msgs::msg::{Point, Pose, Quaternion, Vector3};
 use r2r::std_msgs::msg::ColorRGBA;
 use r2r::visualization_msgs::msg::{Marker, MarkerArray};

@@ -1,6 +1,6 @@
 //! Thin ROS 2 adapters (r2r) shared by the nodes: parameters with declared defaults, time, diagnostics,
 //! the model file watch, and the spin loop. Everything else is library code.
-use crate::model::ConstraintModel;
+use crate::deploy::model::ConstraintModel;
 use futures::executor::LocalPool;
 use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
 use r2r::{Node, Parameter, ParameterValue};

@@ -1,6 +1,6 @@
 //! RViz markers of a task's TRUE constraint (simulation only): cylinders, ellipsoids and boxes.
-use crate::shape::Shape;
 use crate::task::Task;
+use crate::task::shape::Shape;
 use r2r::geometry_msgs::msg::{Point, Pose, Quaternion, Vector3};
 use r2r::std_msgs::msg::ColorRGBA;
 use r2r::visualization_msgs::msg::{Marker, MarkerArray};

@@ -10,7 +10,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import loop  # noqa: E402
 
 # The simulator's expert keeps 2.5 cm from the obstacle, so the learned boundary is pinned down to
-# within d_r - 2.5 cm of the true one; the filter keeps 6 mm from it (README, "Safety margin").
+# within d_r - 2.5 cm of the true one; the filter keeps 6 mm from it (docs/DESIGN.md, "Safety margin").
 CLEARANCE, MARGIN = 0.025, 0.006
 
 

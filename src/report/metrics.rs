@@ -1,7 +1,7 @@
 //! Metrics of the paper: IoU / recall / precision of the infeasible class on the task's evaluation grid,
 //! and the unsafe rate of a policy (true violations per step, pooled over episodes).
-use crate::sim::Trajectory;
 use crate::task::Task;
+use crate::task::sim::Trajectory;
 use serde::Serialize;
 
 /// Confusion counts with infeasible as the positive class.
@@ -135,7 +135,7 @@ impl UnsafeRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{Simulator, nominal_ds};
+    use crate::task::sim::{Simulator, nominal_ds};
 
     #[test]
     fn reference_grid_counts_of_the_true_constraint() {

@@ -6,9 +6,11 @@
 //! than commanded. Velocity constraints: the command (in the model's action units) is moved along the
 //! ray from the mean demonstrated command to the last learned-feasible command. The angular velocity
 //! passes through unchanged: the constraint is on the position (or the linear velocity).
-use crate::model::ConstraintModel;
-use crate::modulation::{DsmConfig, ModulationScratch, project_velocity, safe_velocity_around};
-use crate::reference::ReferencePoints;
+use crate::deploy::model::ConstraintModel;
+use crate::policy::modulation::{
+    DsmConfig, ModulationScratch, project_velocity, safe_velocity_around,
+};
+use crate::policy::reference::ReferencePoints;
 use std::sync::Arc;
 
 /// Timeouts and behaviour, as the node's parameters.
@@ -301,7 +303,7 @@ impl SafetyFilter {
 mod tests {
     use super::*;
     use crate::demos::DemoSet;
-    use crate::learner::{LearnConfig, learn};
+    use crate::learn::{LearnConfig, learn};
     use crate::task::Task;
     use std::sync::OnceLock;
 
@@ -382,7 +384,7 @@ mod tests {
         let mut f = filter();
         // A point just outside the learned cylinder on -x, moving +x (into it) and +y.
         let m = cylinder();
-        let mut s = crate::network::Scratch::default();
+        let mut s = crate::learn::network::Scratch::default();
         let mut x = 0.45;
         while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut s) >= 0.5 {
             x += 0.001;
@@ -411,7 +413,7 @@ mod tests {
         });
         f.set_model(cylinder()).unwrap();
         let m = cylinder();
-        let mut s = crate::network::Scratch::default();
+        let mut s = crate::learn::network::Scratch::default();
         let mut x = 0.40;
         while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut s) >= 0.5 {
             x += 0.001;
@@ -454,7 +456,7 @@ mod tests {
             "no pose needed for a velocity constraint"
         );
         let a = [o.twist[0] / k, o.twist[1] / k, o.twist[2] / k];
-        let mut s = crate::network::Scratch::default();
+        let mut s = crate::learn::network::Scratch::default();
         assert!(
             m.network.zeta(&a, &mut s) >= 0.5,
             "{a:?} is learned-feasible"
@@ -470,7 +472,7 @@ mod tests {
     fn a_robot_inside_the_learned_obstacle_is_only_let_out_by_the_shortest_way() {
         let m = cylinder();
         let mut f = filter();
-        let mut s = crate::network::Scratch::default();
+        let mut s = crate::learn::network::Scratch::default();
         let inside = [0.54, -0.01, 0.05];
         let mut g = [0.0; 3];
         assert!(m.network.zeta_and_grad(&inside, &mut g, &mut s) < 0.5);
@@ -515,7 +517,7 @@ mod tests {
         let m = cylinder();
         let refs = ReferencePoints::of_model_along(&m, &[0.0, 0.0, 1.0]);
         assert_eq!(refs.points.len(), 1, "one learned obstacle");
-        let mut s = crate::network::Scratch::default();
+        let mut s = crate::learn::network::Scratch::default();
         for (x, y) in [(0.42, 0.0), (0.55, 0.12), (0.55, -0.12), (0.68, 0.03)] {
             let p = [x, y, 0.06];
             let st = refs.star(&m, &p, &mut s).unwrap();
@@ -527,7 +529,7 @@ mod tests {
                 .map(|k| (p[k] - st.reference[k]) / (st.ratio * st.radius))
                 .collect();
             let at = |t: f64| -> Vec<f64> { (0..3).map(|k| st.reference[k] + t * d[k]).collect() };
-            let z = |t: f64, s: &mut crate::network::Scratch| m.network.zeta(&at(t), s);
+            let z = |t: f64, s: &mut crate::learn::network::Scratch| m.network.zeta(&at(t), s);
             assert!(st.ratio > 1.0, "{p:?} is outside: {st:?}");
             assert!(z(st.radius - 1e-3, &mut s) < 0.5 && z(st.radius + 1e-3, &mut s) >= 0.5);
             // The hull covers the learned obstacle: nothing infeasible beyond R along the ray.
@@ -541,7 +543,7 @@ mod tests {
     fn the_hull_of_the_arc_of_cups_is_continuous_around_the_axis_and_covers_what_was_learned() {
         let m = learned("reach_four_cups_3d", "reach_four_cups_3d_ds.csv", 0);
         let refs = ReferencePoints::of_model_along(&m, &[0.0, 0.0, 1.0]);
-        let mut s = crate::network::Scratch::default();
+        let mut s = crate::learn::network::Scratch::default();
         let c = refs.points[0].clone();
         let around = |a: f64, rho: f64| [c[0] + rho * a.cos(), c[1] + rho * a.sin(), 0.2];
         let mut last: Option<f64> = None;
@@ -576,7 +578,7 @@ mod tests {
     fn a_model_that_is_not_3d_is_refused() {
         let mut m = (*cylinder()).clone();
         m.features.pop();
-        m.network = crate::network::Mlp::new(2, &[4], 0);
+        m.network = crate::learn::network::Mlp::new(2, &[4], 0);
         assert!(
             SafetyFilter::new(FilterConfig::default())
                 .set_model(Arc::new(m))

@@ -6,15 +6,20 @@
 //!
 //! Backpropagation is written by hand: three dense tanh nets of a few thousand parameters, whose
 //! gradients are two matrix products per layer on ndarray batches. An autodiff crate would add a
-//! graph and allocations per operation to exactly this arithmetic (see the README).
+//! graph and allocations per operation to exactly this arithmetic (see docs/DESIGN.md).
+//!
+//! `rollout` collects a batch from the environments, `update` runs GAE and PPO's clipped epochs.
+mod rollout;
+mod update;
+
 use crate::error::{Error, Result};
-use crate::network::{dense_backward, dense_layer};
-use crate::sim::{Policy, Simulator, step_reward};
+use crate::learn::network::{dense_backward, dense_layer};
 use crate::task::Task;
-use ndarray::{Array1, Array2, ArrayView2, Axis};
-use rand::seq::SliceRandom;
+use crate::task::sim::{Policy, Simulator};
+use ndarray::{Array2, ArrayView2, Axis};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rollout::Batch;
 use serde::{Deserialize, Serialize};
 
 /// A dense network with tanh hidden layers and a linear output.
@@ -385,9 +390,9 @@ pub struct Ppo {
     pub policy: GaussianPolicy,
     value_r: TanhMlp,
     value_c: TanhMlp,
-    adam_pi: crate::network::Adam,
-    adam_vr: crate::network::Adam,
-    adam_vc: crate::network::Adam,
+    adam_pi: crate::learn::network::Adam,
+    adam_vr: crate::learn::network::Adam,
+    adam_vc: crate::learn::network::Adam,
     pub lagrangian: PidLagrangian,
     rng: ChaCha8Rng,
     /// Current state, step count, return and cost of each environment.
@@ -410,7 +415,7 @@ impl Ppo {
         let mean = TanhMlp::new(&sizes(m), 0.01, &mut rng);
         let value_r = TanhMlp::new(&sizes(1), 1.0, &mut rng);
         let value_c = TanhMlp::new(&sizes(1), 1.0, &mut rng);
-        let adam = |p: usize| crate::network::Adam::new(p, cfg.lr, 1e-5);
+        let adam = |p: usize| crate::learn::network::Adam::new(p, cfg.lr, 1e-5);
         let np = mean.params.len() + m;
         Ok(Ppo {
             adam_pi: adam(np),
@@ -459,6 +464,7 @@ impl Ppo {
 
     /// Train for `timesteps` environment steps from `starts` (full states) on the per-step cost
     /// `cost(psi)` in [0, 1]; `progress` sees the steps done so far and returns whether to go on.
+    /// Each update collects a batch (`rollout`), then runs GAE and the clipped PPO epochs (`update`).
     pub fn train(
         &mut self,
         task: &Task,
@@ -470,22 +476,13 @@ impl Ppo {
         if starts.is_empty() {
             return Err(Error::Invalid("PPO needs at least one start".into()));
         }
-        let (n, m, d) = (task.state_dim(), task.action_dim(), task.feature_dim());
-        let (ne, ns) = (self.cfg.n_envs, self.cfg.n_steps);
+        let ne = self.cfg.n_envs;
         while self.envs.len() < ne {
             let s = self.reset_state(task, starts);
             self.envs.push((s, 0, 0.0, 0.0));
         }
         let mut sim = Simulator::new(task);
-        let (mut next, mut applied, mut psi) = (vec![0.0; n], vec![0.0; m], vec![0.0; d]);
-        let (mut raw, mut state) = (vec![0.0; m], vec![0.0; n]);
-        let total = ns * ne;
-        let mut obs = Array2::<f64>::zeros((total, n));
-        let mut acts = Array2::<f64>::zeros((total, m));
-        let mut logp = Array1::<f64>::zeros(total);
-        let (mut rew, mut cst) = (Array1::<f64>::zeros(total), Array1::<f64>::zeros(total));
-        let mut done = vec![false; total];
-        let (mut vr, mut vc) = (Array1::<f64>::zeros(total), Array1::<f64>::zeros(total));
+        let mut batch = Batch::new(task, self.cfg.n_steps, ne);
         let mut stats = PpoStats {
             updates: 0,
             timesteps: 0,
@@ -495,211 +492,34 @@ impl Ppo {
             nu: self.lagrangian.nu,
             approx_kl: 0.0,
         };
-        let (mut ret_sum, mut cost_sum, mut cost_steps) = (0.0, 0.0, 0usize);
-        let mut batch_states = Array2::<f64>::zeros((ne, n));
         while stats.timesteps < timesteps {
-            // Collect n_steps from every environment; row = t * n_envs + e.
-            for t in 0..ns {
-                for (e, env) in self.envs.iter().enumerate() {
-                    batch_states
-                        .row_mut(e)
-                        .assign(&ndarray::ArrayView1::from(&env.0));
-                }
-                let o = self.policy.observe(batch_states.view());
-                let (mu, _) = self.policy.mean.forward(o.view());
-                let (v_r, _) = self.value_r.forward(o.view());
-                let (v_c, _) = self.value_c.forward(o.view());
-                for e in 0..ne {
-                    let r = t * ne + e;
-                    obs.row_mut(r).assign(&o.row(e));
-                    vr[r] = v_r[[e, 0]];
-                    vc[r] = v_c[[e, 0]];
-                    let mut lp = 0.0;
-                    for k in 0..m {
-                        let std = self.policy.log_std[k].exp();
-                        let z = normal(&mut self.rng);
-                        acts[[r, k]] = mu[[e, k]] + std * z;
-                        lp += -0.5 * z * z - self.policy.log_std[k];
-                    }
-                    logp[r] = lp - 0.5 * m as f64 * (std::f64::consts::TAU).ln();
-                    raw.iter_mut().zip(acts.row(r)).for_each(|(a, v)| *a = *v);
-                    state.copy_from_slice(&self.envs[e].0);
-                    let _ = sim.step(&state, &raw, &mut next, &mut applied);
-                    let out = step_reward(task, &state, &next);
-                    task.features_into(&state, &applied, &mut psi);
-                    let c = cost(&psi);
-                    rew[r] = out.reward;
-                    cst[r] = c;
-                    let env = &mut self.envs[e];
-                    env.0.copy_from_slice(&next);
-                    env.1 += 1;
-                    env.2 += out.reward;
-                    env.3 += c;
-                    cost_sum += c;
-                    cost_steps += 1;
-                    let truncated = env.1 >= task.spec.horizon;
-                    if out.reached_goal || truncated {
-                        if truncated && !out.reached_goal {
-                            // A time limit is not a terminal state: bootstrap from its values.
-                            let x = ArrayView2::from_shape((1, n), &next).expect("one row");
-                            let xo = self.policy.observe(x);
-                            rew[r] += self.cfg.gamma * self.value_r.forward(xo.view()).0[[0, 0]];
-                            cst[r] += self.cfg.gamma * self.value_c.forward(xo.view()).0[[0, 0]];
-                        }
-                        done[r] = true;
-                        ret_sum += env.2;
-                        stats.episodes += 1;
-                        let s = self.reset_state(task, starts);
-                        self.envs[e] = (s, 0, 0.0, 0.0);
-                    } else {
-                        done[r] = false;
-                    }
-                }
-            }
-            stats.timesteps += total;
-            // Bootstrap values of the states after the last step.
-            for (e, env) in self.envs.iter().enumerate() {
-                batch_states
-                    .row_mut(e)
-                    .assign(&ndarray::ArrayView1::from(&env.0));
-            }
-            let o = self.policy.observe(batch_states.view());
-            let last_r = self.value_r.forward(o.view()).0;
-            let last_c = self.value_c.forward(o.view()).0;
-            let gae = |rw: &Array1<f64>, v: &Array1<f64>, last: &Array2<f64>| {
-                let mut adv = Array1::<f64>::zeros(total);
-                let mut run = vec![0.0; ne];
-                for t in (0..ns).rev() {
-                    for e in 0..ne {
-                        let r = t * ne + e;
-                        let (next_v, nonterminal) = if done[r] {
-                            (0.0, 0.0)
-                        } else if t + 1 == ns {
-                            (last[[e, 0]], 1.0)
-                        } else {
-                            (v[r + ne], 1.0)
-                        };
-                        let delta = rw[r] + self.cfg.gamma * next_v * nonterminal - v[r];
-                        run[e] =
-                            delta + self.cfg.gamma * self.cfg.gae_lambda * nonterminal * run[e];
-                        adv[r] = run[e];
-                    }
-                }
-                let target = &adv + v;
-                (adv, target)
-            };
-            let (adv_r, ret_r) = gae(&rew, &vr, &last_r);
-            let (adv_c, ret_c) = gae(&cst, &vc, &last_c);
+            self.collect(task, starts, cost, &mut sim, &mut batch);
+            stats.timesteps += batch.len();
+            let (adv_r, ret_r) = self.gae(&batch, &batch.rew, &batch.vr, &batch.last_r);
+            let (adv_c, ret_c) = self.gae(&batch, &batch.cst, &batch.vc, &batch.last_c);
             // The Lagrangian sees the mean cost per step of this batch.
-            let nu = self
-                .lagrangian
-                .update(&self.cfg.pid, cst.iter().sum::<f64>() / total as f64);
+            let nu = self.lagrangian.update(
+                &self.cfg.pid,
+                batch.cst.iter().sum::<f64>() / batch.len() as f64,
+            );
             // (L_reward + nu L_cost) / (1 + nu) with one advantage: (A_r - nu A_c) / (1 + nu).
             let adv = (&adv_r - &(nu * &adv_c)) / (1.0 + nu);
-            stats.approx_kl = self.update(&obs, &acts, &logp, &adv, &ret_r, &ret_c);
+            stats.approx_kl =
+                self.update(&batch.obs, &batch.acts, &batch.logp, &adv, &ret_r, &ret_c);
             stats.updates += 1;
             stats.nu = nu;
             if !progress(stats.timesteps) {
                 return Err(Error::Invalid("cancelled during policy training".into()));
             }
         }
-        stats.mean_return = if stats.episodes > 0 {
-            ret_sum / stats.episodes as f64
+        stats.episodes = batch.episodes;
+        stats.mean_return = if batch.episodes > 0 {
+            batch.return_sum / batch.episodes as f64
         } else {
             f64::NAN
         };
-        stats.mean_cost = cost_sum / cost_steps.max(1) as f64;
+        stats.mean_cost = batch.cost_sum / batch.cost_steps.max(1) as f64;
         Ok(stats)
-    }
-
-    /// The PPO epochs over one batch; returns the last approximate KL.
-    fn update(
-        &mut self,
-        obs: &Array2<f64>,
-        acts: &Array2<f64>,
-        logp_old: &Array1<f64>,
-        adv: &Array1<f64>,
-        ret_r: &Array1<f64>,
-        ret_c: &Array1<f64>,
-    ) -> f64 {
-        let (total, m) = (obs.nrows(), acts.ncols());
-        let bs = self.cfg.batch_size.min(total);
-        let mut order: Vec<usize> = (0..total).collect();
-        let np = self.policy.mean.params.len();
-        let mut g_pi = vec![0.0; np + m];
-        let mut g_v = vec![0.0; self.value_r.params.len()];
-        let mut kl = 0.0;
-        for _ in 0..self.cfg.epochs {
-            order.shuffle(&mut self.rng);
-            let (mut kl_sum, mut kl_n) = (0.0, 0usize);
-            for chunk in order.chunks(bs) {
-                let b = chunk.len();
-                let x = obs.select(Axis(0), chunk);
-                let a = acts.select(Axis(0), chunk);
-                let mut ad = adv.select(Axis(0), chunk);
-                // Advantages normalized per minibatch.
-                let mean = ad.mean().unwrap_or(0.0);
-                let std = ad.std(0.0);
-                ad.mapv_inplace(|v| (v - mean) / (std + 1e-8));
-                let (mu, cache) = self.policy.mean.forward(x.view());
-                let mut dmu = Array2::<f64>::zeros((b, m));
-                let mut dlogstd = vec![0.0; m];
-                for r in 0..b {
-                    let mut lp = -0.5 * m as f64 * (std::f64::consts::TAU).ln();
-                    for k in 0..m {
-                        let s = self.policy.log_std[k].exp();
-                        let z = (a[[r, k]] - mu[[r, k]]) / s;
-                        lp += -0.5 * z * z - self.policy.log_std[k];
-                    }
-                    let log_ratio = lp - logp_old[chunk[r]];
-                    let ratio = log_ratio.exp();
-                    kl_sum += (ratio - 1.0) - log_ratio;
-                    kl_n += 1;
-                    let c = self.cfg.clip;
-                    let active =
-                        (ad[r] >= 0.0 && ratio < 1.0 + c) || (ad[r] < 0.0 && ratio > 1.0 - c);
-                    if !active {
-                        continue;
-                    }
-                    // d(-ratio A / b)/d logp = -ratio A / b
-                    let g = -ratio * ad[r] / b as f64;
-                    for k in 0..m {
-                        let s2 = (2.0 * self.policy.log_std[k]).exp();
-                        let diff = a[[r, k]] - mu[[r, k]];
-                        dmu[[r, k]] = g * diff / s2;
-                        dlogstd[k] += g * (diff * diff / s2 - 1.0);
-                    }
-                }
-                self.policy
-                    .mean
-                    .backward(&cache, dmu.view(), &mut g_pi[..np]);
-                g_pi[np..].copy_from_slice(&dlogstd);
-                clip_grad(&mut g_pi, self.cfg.max_grad_norm);
-                let mut params: Vec<f64> = self.policy.mean.params.clone();
-                params.extend_from_slice(&self.policy.log_std);
-                self.adam_pi.step(&mut params, &g_pi);
-                self.policy.log_std.copy_from_slice(&params[np..]);
-                params.truncate(np);
-                self.policy.mean.params = params;
-                for (net, adam, target) in [
-                    (&mut self.value_r, &mut self.adam_vr, ret_r),
-                    (&mut self.value_c, &mut self.adam_vc, ret_c),
-                ] {
-                    let (v, cache) = net.forward(x.view());
-                    let t = target.select(Axis(0), chunk);
-                    // d(mean (v - t)^2 / 2)/dv
-                    let dv = Array2::from_shape_fn((b, 1), |(r, _)| (v[[r, 0]] - t[r]) / b as f64);
-                    net.backward(&cache, dv.view(), &mut g_v);
-                    clip_grad(&mut g_v, self.cfg.max_grad_norm);
-                    adam.step(&mut net.params, &g_v);
-                }
-            }
-            kl = kl_sum / kl_n.max(1) as f64;
-            if kl > 1.5 * self.cfg.target_kl {
-                break;
-            }
-        }
-        kl
     }
 }
 
@@ -732,7 +552,7 @@ mod tests {
 
     /// The built-in 3-D settings (config/learn/default.yaml).
     fn defaults() -> PpoConfig {
-        crate::learner::LearnConfig::for_task("reach_obstacle_3d", None)
+        crate::learn::LearnConfig::for_task("reach_obstacle_3d", None)
             .unwrap()
             .crl
     }
@@ -807,7 +627,7 @@ mod tests {
             "returns did not improve: {returns:?}"
         );
         let mut sim = Simulator::new(&t);
-        let mut traj = crate::sim::Trajectory::with_capacity(&t);
+        let mut traj = crate::task::sim::Trajectory::with_capacity(&t);
         let reached = starts
             .iter()
             .filter(|s| {

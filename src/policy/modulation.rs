@@ -3,8 +3,8 @@
 //! n) and D = diag(1 - 1/Gamma, 1 + 1/Gamma, ...). Writing v = c0 r + (tangential part), with
 //! c0 = (n . v) / (n . r), gives M v = lambda_t v + (lambda_1 - lambda_t) c0 r: no basis is built and
 //! nothing is allocated, in any dimension.
-use crate::network::{Mlp, Scratch, sigmoid};
-use crate::sim::Policy;
+use crate::learn::network::{Mlp, Scratch, sigmoid};
+use crate::task::sim::Policy;
 use crate::task::{Feature, Task};
 use serde::{Deserialize, Serialize};
 
@@ -300,8 +300,8 @@ fn modulate_with(
 /// Modulate `v` (position space) around a known region that the dynamics block, with Huber's analytic
 /// Gamma: r / R for a vertical cylinder, the Mahalanobis radius for an ellipsoid (boxes and velocity
 /// limits are left alone). The tail effect is off: motion away from the region passes unchanged.
-pub fn modulate_around(v: &mut [f64], x: &[f64], shape: &crate::shape::Shape) {
-    use crate::shape::Shape;
+pub fn modulate_around(v: &mut [f64], x: &[f64], shape: &crate::task::shape::Shape) {
+    use crate::task::shape::Shape;
     match shape {
         Shape::Cylinder { center, radius, .. } => {
             let (dx, dy) = (x[0] - center[0], x[1] - center[1]);
@@ -683,7 +683,7 @@ impl Policy for DsmPolicy<'_> {
             (PolicySpace::Velocity, None) => {
                 normalize_speed(action, self.cfg);
                 self.trial.copy_from_slice(action);
-                crate::sim::Simulator::limit_action(self.task, &self.trial, action);
+                crate::task::sim::Simulator::limit_action(self.task, &self.trial, action);
             }
             (PolicySpace::Position, None) => normalize_speed(action, self.cfg),
             (PolicySpace::Position, Some(net)) => {
@@ -703,7 +703,7 @@ impl Policy for DsmPolicy<'_> {
                 normalize_speed(action, self.cfg);
                 // The command space is the task's action set: limit first, then project.
                 self.trial.copy_from_slice(action);
-                crate::sim::Simulator::limit_action(self.task, &self.trial, action);
+                crate::task::sim::Simulator::limit_action(self.task, &self.trial, action);
                 let zero = [0.0; 8];
                 let reference = self
                     .cfg

@@ -99,7 +99,8 @@ impl<'a> Simulator<'a> {
         }
     }
 
-    pub fn task(&self) -> &Task {
+    /// The task, for as long as the simulator's borrow of it (not only of the simulator).
+    pub fn task(&self) -> &'a Task {
         self.task
     }
 

@@ -2,9 +2,9 @@
 //! feature map, the decision threshold, the task, the learning settings and a training summary.
 //! Written atomically; loading validates every field.
 use crate::error::{Error, Result, write_atomic};
-use crate::learner::{IterationStats, LearnConfig};
-use crate::modulation::DsmConfig;
-use crate::network::{Mlp, Scratch};
+use crate::learn::network::{Mlp, Scratch};
+use crate::learn::{IterationStats, LearnConfig};
+use crate::policy::modulation::DsmConfig;
 use crate::task::{Feature, Task};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -36,7 +36,7 @@ pub struct TrainingSummary {
     pub reliable_infeasible: usize,
     pub memory_buffer: usize,
     /// NaN (JSON null) when nothing was trained.
-    #[serde(deserialize_with = "crate::learner::nan_from_null")]
+    #[serde(deserialize_with = "crate::learn::nan_from_null")]
     pub final_loss: f64,
     pub wall_seconds: f64,
     /// Against the task's true constraint, when it was known.
@@ -105,7 +105,7 @@ impl ConstraintModel {
         demos: &crate::demos::DemoSet,
         cfg: &LearnConfig,
         seed: u64,
-        learned: &crate::learner::Learned,
+        learned: &crate::learn::Learned,
     ) -> Self {
         let last = learned.history.last();
         ConstraintModel {

@@ -9,9 +9,9 @@
 //! axis (the safety filter's default: the vertical), the reference point moves along it level with
 //! the robot and the hull is tabulated around it with a bounded slope, so that it is continuous
 //! ([`Hull`]).
-use crate::model::{CellGrid, ConstraintModel};
-use crate::modulation::Star;
-use crate::network::Scratch;
+use crate::deploy::model::{CellGrid, ConstraintModel};
+use crate::learn::network::Scratch;
+use crate::policy::modulation::Star;
 use kiddo::{ImmutableKdTree, SquaredEuclidean};
 use std::collections::VecDeque;
 

@@ -50,7 +50,7 @@ fn register_font() {
         let _ = plotters::style::register_font(
             "sans-serif",
             FontStyle::Normal,
-            include_bytes!("../assets/fonts/DejaVuSans.ttf"),
+            include_bytes!("../../assets/fonts/DejaVuSans.ttf"),
         );
     });
 }

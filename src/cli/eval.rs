@@ -1,0 +1,89 @@
+//! `pucl eval`: a model's IoU, recall and precision on the task's grid, and the unsafe rate beside the
+//! goal-reached rate of its DSM policy (or of a CRL policy file).
+use anyhow::Result;
+use clap::Args;
+use pucl::deploy::model::ConstraintModel;
+use pucl::policy::crl::PolicyFile;
+use pucl::report::evaluate::{evaluate, evaluate_policy};
+use pucl::task::Task;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// Built-in task name or path to a task YAML file (its true constraint is the reference).
+    #[arg(long)]
+    task: String,
+    #[arg(long)]
+    model: PathBuf,
+    /// Evaluation episodes, from the demonstration starts in turn [default: the task's].
+    #[arg(long)]
+    episodes: Option<usize>,
+    /// Seed of the perturbed starts of repeated episodes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Print exactly one JSON object.
+    #[arg(long)]
+    json: bool,
+    /// List the first violating state of every violating episode.
+    #[arg(long)]
+    show_violations: bool,
+    /// A CRL policy file (`pucl learn --policy crl --policy-out`): its episodes give the unsafe rate.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+}
+
+pub fn run(a: EvalArgs) -> Result<()> {
+    let task = Task::load(&a.task)?;
+    let m = ConstraintModel::load(&a.model)?;
+    m.check_task(&task, &a.model)?;
+    let episodes = a.episodes.unwrap_or(task.spec.evaluation.episodes);
+    let mut e = evaluate(
+        &task,
+        &m.network,
+        &m.dsm,
+        m.threshold,
+        &m.starts,
+        episodes,
+        a.seed,
+    )?;
+    if let Some(p) = &a.policy {
+        // The unsafe rate is the CRL policy's, not the DSM policy's.
+        let f = PolicyFile::load(p, &task)?;
+        let (u, reached) = evaluate_policy(&task, &f.policy, &m.starts, episodes, a.seed)?;
+        e.unsafe_rate = u.rate();
+        e.violating_episodes = u.episode_fraction();
+        e.goal_reached = reached;
+        e.unsafe_counts = u;
+        e.first_violations.clear();
+    }
+    if a.json {
+        let v = serde_json::json!({
+            "iou": e.iou, "recall": e.recall, "precision": e.precision,
+            "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
+            "goal_reached": e.goal_reached,
+        });
+        println!("{v}");
+    } else {
+        println!("{} on task '{}'", a.model.display(), task.name());
+        println!("  IoU                 {:.4}", e.iou);
+        println!("  recall              {:.4}", e.recall);
+        println!("  precision           {:.4}", e.precision);
+        println!(
+            "  unsafe rate         {:.4} % ({} of {} steps)",
+            100.0 * e.unsafe_rate,
+            e.unsafe_counts.violating_steps,
+            e.unsafe_counts.steps
+        );
+        println!(
+            "  violating episodes  {} of {}",
+            e.unsafe_counts.violating_episodes, e.unsafe_counts.episodes
+        );
+        println!("  goal reached        {:.1} %", 100.0 * e.goal_reached);
+    }
+    if a.show_violations {
+        for (ep, step, s) in &e.first_violations {
+            eprintln!("episode {ep}: first violation at step {step}, state {s:?}");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,108 @@
+//! `pucl learn`: Algorithm 1 on a task's simulator with a progress bar (one line per iteration when not
+//! on a terminal); writes the model file and, for CRL, the policy.
+use anyhow::Result;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use pucl::demos::DemoSet;
+use pucl::deploy::model::ConstraintModel;
+use pucl::learn::{IterationStats, LearnConfig, Method, PolicyKind, learn};
+use pucl::policy::crl::PolicyFile;
+use pucl::task::Task;
+use std::path::PathBuf;
+
+#[derive(Args)]
+pub struct LearnArgs {
+    /// Built-in task name or path to a task YAML file (gives the simulator for the rollouts).
+    #[arg(long)]
+    task: String,
+    /// Demonstrations (CSV or .json).
+    #[arg(long)]
+    demos: PathBuf,
+    /// Settings overriding config/learn/default.yaml and config/learn/<task>.yaml (any subset).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Seed of the network initialisation and minibatch order.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// The model file to write (JSON), atomically.
+    #[arg(long)]
+    out: PathBuf,
+    /// The policy proposing trajectories [default: the config's `policy`, dsm]; crl adds
+    /// config/learn/crl.yaml and config/learn/<task>.crl.yaml.
+    #[arg(long, value_enum)]
+    policy: Option<PolicyKind>,
+    /// PUCL or a baseline [default: the config's `method`, pucl].
+    #[arg(long, value_enum)]
+    method: Option<Method>,
+    /// With --policy crl: also write the trained policy (JSON), for `pucl eval --policy`.
+    #[arg(long)]
+    policy_out: Option<PathBuf>,
+}
+
+pub fn run(a: LearnArgs) -> Result<()> {
+    let task = Task::load(&a.task)?;
+    let set = DemoSet::load(&a.demos, &task)?;
+    let mut cfg = LearnConfig::for_task_policy(task.name(), a.policy, a.config.as_deref())?;
+    if let Some(m) = a.method {
+        cfg.method = m;
+    }
+    if a.policy_out.is_some() && cfg.policy != PolicyKind::Crl {
+        anyhow::bail!("--policy-out needs the CRL policy (--policy crl)");
+    }
+    let bar = ProgressBar::new(cfg.iterations as u64).with_style(
+        ProgressStyle::with_template("learning {prefix} [{bar:25}] iteration {pos}/{len} {msg}")
+            .expect("valid template"),
+    );
+    bar.set_prefix(task.name().to_string());
+    let learned = learn(&task, &set, &cfg, a.seed, &mut |st| {
+        show_progress(&bar, st);
+        true
+    })?;
+    bar.finish_and_clear();
+    let last = learned.history.last().expect("at least one iteration");
+    let model = ConstraintModel::from_learned(&task, &set, &cfg, a.seed, &learned);
+    model.save(&a.out)?;
+    if let (Some(p), Some(pol)) = (&a.policy_out, &learned.policy) {
+        PolicyFile::new(&task, a.seed, pol.clone()).save(p)?;
+        println!("wrote {}: the CRL policy", p.display());
+    }
+    println!(
+        "wrote {}: {} iterations in {:.1} s ({}), |M| {}, loss {:.4}, IoU {:.3}, recall {:.3}, precision {:.3}",
+        a.out.display(),
+        learned.history.len(),
+        learned.seconds,
+        learned.stop_reason,
+        last.memory_buffer,
+        last.loss,
+        last.iou,
+        last.recall,
+        last.precision
+    );
+    Ok(())
+}
+
+fn show_progress(bar: &ProgressBar, st: &IterationStats) {
+    bar.set_position(st.iteration as u64 + 1);
+    let crl = match (st.policy_return, st.policy_cost, st.nu) {
+        (Some(r), Some(c), Some(nu)) => format!(", policy return {r:.2} cost {c:.3} nu {nu:.3}"),
+        _ => String::new(),
+    };
+    bar.set_message(format!(
+        "|R| {} |M| {} loss {:.4} IoU {:.3}{crl}",
+        st.reliable_infeasible, st.memory_buffer, st.loss, st.iou
+    ));
+    if bar.is_hidden() {
+        // Not a terminal: one line per iteration instead of the bar.
+        eprintln!(
+            "iteration {}: kept {}/{} rollouts, |R| {}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s{crl}",
+            st.iteration,
+            st.kept,
+            st.rollouts,
+            st.reliable_infeasible,
+            st.memory_buffer,
+            st.loss,
+            st.iou,
+            st.seconds
+        );
+    }
+}

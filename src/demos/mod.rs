@@ -1,0 +1,313 @@
+//! Demonstration sets: the positive (feasible) data of PUCL. Read and written as CSV in the format of
+//! the reference demonstrations (`demo,step,<state>,<action>[,episode_return]`, one row per step) or as
+//! JSON. Loading validates everything against the task; errors name the file, line and field.
+//!
+//! Also here: `recorder` (demonstrations from a stream of pose and applied-velocity samples) and `bag`
+//! (MCAP bags of the raw messages).
+pub mod bag;
+mod csv_format;
+mod json_format;
+pub mod recorder;
+
+use crate::error::{Error, Result, write_atomic};
+use crate::task::Task;
+use crate::task::sim::Trajectory;
+use std::path::Path;
+
+/// One demonstration: T rows of (state, action).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Demonstration {
+    /// Row-major T x state_dim.
+    pub states: Vec<f64>,
+    /// Row-major T x action_dim.
+    pub actions: Vec<f64>,
+    /// The return recorded with the demonstration, if any.
+    pub episode_return: Option<f64>,
+}
+
+/// A set of demonstrations of one task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DemoSet {
+    pub state_names: Vec<String>,
+    pub action_names: Vec<String>,
+    pub demos: Vec<Demonstration>,
+}
+
+impl Demonstration {
+    pub fn len(&self, state_dim: usize) -> usize {
+        self.states.len() / state_dim
+    }
+}
+
+impl DemoSet {
+    /// An empty set for a task.
+    pub fn new(task: &Task) -> Self {
+        DemoSet {
+            state_names: task.spec.state.clone(),
+            action_names: task.spec.action.clone(),
+            demos: Vec::new(),
+        }
+    }
+
+    /// Demonstrations from simulated trajectories (with their returns).
+    pub fn from_trajectories(task: &Task, trajs: &[Trajectory]) -> Self {
+        let mut set = DemoSet::new(task);
+        for t in trajs {
+            set.demos.push(Demonstration {
+                states: t.states.clone(),
+                actions: t.actions.clone(),
+                episode_return: Some(t.episode_return),
+            });
+        }
+        set
+    }
+
+    pub fn state_dim(&self) -> usize {
+        self.state_names.len()
+    }
+    pub fn action_dim(&self) -> usize {
+        self.action_names.len()
+    }
+    pub fn len(&self) -> usize {
+        self.demos.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.demos.is_empty()
+    }
+    /// Total number of rows (state-action pairs).
+    pub fn total_steps(&self) -> usize {
+        self.demos.iter().map(|d| d.len(self.state_dim())).sum()
+    }
+    pub fn state(&self, demo: usize, t: usize) -> &[f64] {
+        let n = self.state_dim();
+        &self.demos[demo].states[t * n..(t + 1) * n]
+    }
+    pub fn action(&self, demo: usize, t: usize) -> &[f64] {
+        let m = self.action_dim();
+        &self.demos[demo].actions[t * m..(t + 1) * m]
+    }
+    /// The first state of each demonstration.
+    pub fn start_states(&self) -> Vec<Vec<f64>> {
+        (0..self.len()).map(|i| self.state(i, 0).to_vec()).collect()
+    }
+    /// psi(s, a) of every row, row-major (rows x feature_dim).
+    pub fn feature_points(&self, task: &Task) -> Vec<f64> {
+        let d = task.feature_dim();
+        let mut out = vec![0.0; self.total_steps() * d];
+        let mut r = 0;
+        for i in 0..self.len() {
+            for t in 0..self.demos[i].len(self.state_dim()) {
+                task.features_into(
+                    self.state(i, t),
+                    self.action(i, t),
+                    &mut out[r * d..(r + 1) * d],
+                );
+                r += 1;
+            }
+        }
+        out
+    }
+
+    /// Load CSV, or JSON when the file name ends in `.json`, and validate it against the task.
+    pub fn load(path: &Path, task: &Task) -> Result<DemoSet> {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|e| Error::file(path, None, None, format!("not UTF-8 text: {e}")))?;
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
+            Self::from_json_str(&text, path, task)
+        } else {
+            Self::from_csv_str(&text, path, task)
+        }
+    }
+
+    /// Write CSV, or JSON when the file name ends in `.json`, atomically.
+    pub fn save(&self, path: &Path, task_name: &str) -> Result<()> {
+        let text = if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
+            self.to_json_string(task_name)
+        } else {
+            self.to_csv_string()
+        };
+        write_atomic(path, text.as_bytes())
+    }
+}
+
+/// What `pucl demos check` reports about a demonstration set.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct DemoReport {
+    pub demos: usize,
+    pub steps: usize,
+    pub min_len: usize,
+    pub max_len: usize,
+    /// Demonstrations whose last state, or the state after their last action, is within the goal tolerance.
+    pub reached_goal: usize,
+    /// Rows whose psi(s, a) violates the true constraint.
+    pub violating_steps: usize,
+    /// Indices of demonstrations with at least one violating row.
+    pub violating_demos: Vec<usize>,
+}
+
+impl DemoSet {
+    /// Counts, goal reaching and true violations (the true constraint is known for built-in tasks).
+    pub fn report(&self, task: &Task) -> DemoReport {
+        let mut sim = crate::task::sim::Simulator::new(task);
+        let n = self.state_dim();
+        let mut psi = vec![0.0; task.feature_dim()];
+        let (mut next, mut applied) = (vec![0.0; n], vec![0.0; self.action_dim()]);
+        let mut r = DemoReport {
+            demos: self.len(),
+            steps: self.total_steps(),
+            min_len: usize::MAX,
+            max_len: 0,
+            reached_goal: 0,
+            violating_steps: 0,
+            violating_demos: Vec::new(),
+        };
+        let near_goal = |s: &[f64]| {
+            let d: f64 = task
+                .position_idx
+                .iter()
+                .zip(task.goal())
+                .map(|(&i, g)| (s[i] - g).powi(2))
+                .sum();
+            d.sqrt() < task.spec.goal.tolerance
+        };
+        for i in 0..self.len() {
+            let len = self.demos[i].len(n);
+            r.min_len = r.min_len.min(len);
+            r.max_len = r.max_len.max(len);
+            let mut bad = 0;
+            for t in 0..len {
+                task.features_into(self.state(i, t), self.action(i, t), &mut psi);
+                bad += usize::from(task.truly_infeasible(&psi));
+            }
+            r.violating_steps += bad;
+            if bad > 0 {
+                r.violating_demos.push(i);
+            }
+            let last = self.state(i, len - 1);
+            let out = sim.step(last, self.action(i, len - 1), &mut next, &mut applied);
+            r.reached_goal += usize::from(out.reached_goal || near_goal(last));
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task() -> Task {
+        Task::load("point_ellipse_2d").unwrap()
+    }
+
+    const GOOD: &str =
+        "demo,step,x,y,ax,ay\n0,0,1,1,-1,-1\n0,1,0.98,0.98,-1,-1\n1,0,0.5,0.5,-1,0\n";
+
+    #[test]
+    fn csv_round_trip_keeps_every_bit() {
+        let t = task();
+        let s = DemoSet::from_csv_str(GOOD, Path::new("a.csv"), &t).unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(s.total_steps(), 3);
+        let again = DemoSet::from_csv_str(&s.to_csv_string(), Path::new("b.csv"), &t).unwrap();
+        assert_eq!(s, again);
+        let j = DemoSet::from_json_str(
+            &s.to_json_string("point_ellipse_2d"),
+            Path::new("b.json"),
+            &t,
+        )
+        .unwrap();
+        assert_eq!(s, j);
+    }
+
+    fn err(text: &str) -> String {
+        DemoSet::from_csv_str(text, Path::new("demos.csv"), &task())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn empty_file_is_a_clear_error() {
+        let e = err("");
+        assert!(e.contains("demos.csv") && e.contains("empty"), "{e}");
+        let e = err("demo,step,x,y,ax,ay\n");
+        assert!(e.contains("no demonstrations"), "{e}");
+    }
+
+    #[test]
+    fn wrong_header_names_the_column() {
+        let e = err("demo,step,x,q,ax,ay\n0,0,1,1,1,1\n");
+        assert!(
+            e.contains("demos.csv:1") && e.contains("'q'") && e.contains("'y'"),
+            "{e}"
+        );
+        let e = err("trajectory,t,x,y,ax,ay\n");
+        assert!(e.contains("demo,step"), "{e}");
+    }
+
+    #[test]
+    fn wrong_dimension_says_what_the_task_expects() {
+        let e = err("demo,step,x,y,z,ax,ay,az\n0,0,1,1,1,1,1,1\n");
+        assert!(
+            e.contains("wrong dimension") && e.contains("expects 2 state"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn nan_names_line_and_field() {
+        let e = err("demo,step,x,y,ax,ay\n0,0,1,1,1,1\n0,1,1,NaN,1,1\n");
+        assert!(
+            e.contains("demos.csv:3") && e.contains("field 'y'") && e.contains("finite"),
+            "{e}"
+        );
+        let e = err("demo,step,x,y,ax,ay\n0,0,1,1,1,abc\n");
+        assert!(e.contains("demos.csv:2") && e.contains("field 'ay'"), "{e}");
+    }
+
+    #[test]
+    fn non_contiguous_steps_and_demos_are_rejected() {
+        let e = err("demo,step,x,y,ax,ay\n0,0,1,1,1,1\n0,2,1,1,1,1\n");
+        assert!(
+            e.contains("demos.csv:3") && e.contains("step 2 follows step 0"),
+            "{e}"
+        );
+        let e = err("demo,step,x,y,ax,ay\n0,0,1,1,1,1\n1,0,1,1,1,1\n0,1,1,1,1,1\n");
+        assert!(e.contains("demos.csv:4") && e.contains("contiguous"), "{e}");
+        let e = err("demo,step,x,y,ax,ay\n0,1,1,1,1,1\n");
+        assert!(e.contains("expected 0"), "{e}");
+    }
+
+    #[test]
+    fn short_row_is_rejected_with_its_line() {
+        let e = err("demo,step,x,y,ax,ay\n0,0,1,1,1\n");
+        assert!(e.contains("demos.csv:2") && e.contains("5 fields"), "{e}");
+    }
+
+    #[test]
+    fn json_wrong_dimension_and_bad_rows() {
+        let t = task();
+        let t3 = Task::load("reach_obstacle_3d").unwrap();
+        let s = DemoSet::from_csv_str(GOOD, Path::new("a.csv"), &t).unwrap();
+        let e = DemoSet::from_json_str(&s.to_json_string("x"), Path::new("d.json"), &t3)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("d.json") && e.contains("wrong dimension"), "{e}");
+        let bad = r#"{"format":"pucl.demonstrations","version":1,"state":["x","y"],"action":["ax","ay"],
+            "demos":[{"states":[[1.0]],"actions":[[1.0,1.0]]}]}"#;
+        let e = DemoSet::from_json_str(bad, Path::new("d.json"), &t)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("demos[0].states[0]"), "{e}");
+        let e = DemoSet::from_json_str("{\"format\": 3", Path::new("d.json"), &t)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("d.json:1"), "{e}");
+    }
+}

@@ -1,0 +1,296 @@
+//! The settings of Algorithm 1 and its variants: which policy proposes rollouts, which method labels
+//! infeasible data, and every hyper-parameter. Built-in defaults per task live in `config/learn/` (one
+//! source of truth, embedded here); a user's file overrides any subset.
+use crate::error::{Error, Result};
+use crate::learn::identify::IdentifyConfig;
+use crate::policy::crl::PpoConfig;
+use crate::policy::modulation::DsmConfig;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// The policy that proposes trajectories in Algorithm 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyKind {
+    /// Dynamical-system modulation by the learned constraint (DSM-PUCL).
+    Dsm,
+    /// PPO with a PID-Lagrangian penalty on the learned cost (CRL-PUCL).
+    Crl,
+}
+
+/// How the constraint is learned from the policy's trajectories.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Positive-unlabeled: reliable infeasible states far from every demonstration (the paper).
+    Pucl,
+    /// Maximum-entropy constraint learning with importance weights (baseline).
+    Mecl,
+    /// Binary classification: every policy state is infeasible (baseline).
+    Bc,
+    /// A Gaussian mixture of the demonstrations: low-density policy states are infeasible (baseline).
+    Gpucl,
+}
+
+/// MECL's loss: -mean log zeta(D) + sum_s w_IS(s) log zeta(s) - c_reg (mean zeta(D) + mean zeta(policy)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MeclConfig {
+    pub c_reg: f64,
+}
+
+/// GPUCL: the component count is chosen by BIC within `components`; reliable infeasible states have
+/// a log-density below `log_density_threshold`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuclConfig {
+    pub components: [usize; 2],
+    pub log_density_threshold: f64,
+}
+
+/// Every hyper-parameter of PUCL and its baselines. Built-in defaults per task live in `config/learn/`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LearnConfig {
+    pub policy: PolicyKind,
+    pub method: Method,
+    /// Outer iterations of Algorithm 1.
+    pub iterations: usize,
+    /// Stop early when an iteration identifies no new reliable infeasible state.
+    pub stop_when_no_new_infeasible: bool,
+    /// Hidden layer widths of zeta.
+    pub hidden: Vec<usize>,
+    /// Adam learning rate and epsilon.
+    pub lr: f64,
+    pub adam_eps: f64,
+    /// Epochs per outer iteration and minibatch size.
+    pub epochs: usize,
+    pub batch_size: usize,
+    /// Map inputs by the demonstrations' mean and one common scale (raw inputs in the reference).
+    pub normalize_input: bool,
+    /// Weigh both classes equally in the loss (the reference's plain BCE lets the ~20x larger
+    /// demonstration set push the boundary into the infeasible data).
+    pub balance_classes: bool,
+    /// Reliable infeasible identification.
+    pub identify: IdentifyConfig,
+    pub policy_filter: PolicyFilter,
+    pub dsm: DsmConfig,
+    /// Replaces the task's reward while learning (policy training and the policy filter); none: the
+    /// task's own.
+    pub reward: Option<crate::task::RewardSpec>,
+    /// The constrained RL policy (`policy: crl`).
+    pub crl: PpoConfig,
+    pub mecl: MeclConfig,
+    pub gpucl: GpuclConfig,
+}
+
+/// Keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the same start, and
+/// the fraction of its states the current zeta calls infeasible is at most `max_mean_cost`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFilter {
+    pub delta: f64,
+    pub max_mean_cost: f64,
+}
+
+/// The built-in learn configurations: the default and per-task files.
+pub const BUILTIN_CONFIGS: &[(&str, &str)] = &[
+    ("default", include_str!("../../config/learn/default.yaml")),
+    (
+        "point_ellipse_2d",
+        include_str!("../../config/learn/point_ellipse_2d.yaml"),
+    ),
+    (
+        "reach_obstacle_3d",
+        include_str!("../../config/learn/reach_obstacle_3d.yaml"),
+    ),
+    (
+        "reach_velocity_3d",
+        include_str!("../../config/learn/reach_velocity_3d.yaml"),
+    ),
+    (
+        "reach_four_cups_3d",
+        include_str!("../../config/learn/reach_four_cups_3d.yaml"),
+    ),
+    // With `policy: crl`, these follow the task's file: the shared CRL-PUCL settings, then the task's.
+    ("crl", include_str!("../../config/learn/crl.yaml")),
+    (
+        "point_ellipse_2d.crl",
+        include_str!("../../config/learn/point_ellipse_2d.crl.yaml"),
+    ),
+    (
+        "reach_obstacle_3d.crl",
+        include_str!("../../config/learn/reach_obstacle_3d.crl.yaml"),
+    ),
+];
+
+fn merge(base: &mut serde_yaml_ng::Value, over: serde_yaml_ng::Value) {
+    use serde_yaml_ng::Value;
+    match (base, over) {
+        (Value::Mapping(b), Value::Mapping(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+impl LearnConfig {
+    /// The settings for a task: `config/learn/default.yaml`, overridden by the task's own file if there
+    /// is one, overridden by the user's file (any subset of the keys) if given.
+    pub fn for_task(task: &str, user: Option<&Path>) -> Result<LearnConfig> {
+        Self::for_task_policy(task, None, user)
+    }
+
+    /// As [`LearnConfig::for_task`]; with the CRL policy (`policy`, else the user's file's `policy`),
+    /// `config/learn/crl.yaml` and `config/learn/<task>.crl.yaml` come between the task's file and
+    /// the user's.
+    pub fn for_task_policy(
+        task: &str,
+        policy: Option<PolicyKind>,
+        user: Option<&Path>,
+    ) -> Result<LearnConfig> {
+        let parse = |text: &str, path: &Path| -> Result<serde_yaml_ng::Value> {
+            serde_yaml_ng::from_str(text).map_err(|e| {
+                Error::file(
+                    path,
+                    e.location().map(|l| l.line() as u64),
+                    None,
+                    e.to_string(),
+                )
+            })
+        };
+        let user_value = match user {
+            Some(p) => {
+                let text = std::fs::read_to_string(p).map_err(|e| Error::io(p, e))?;
+                (!text.trim().is_empty())
+                    .then(|| parse(&text, p))
+                    .transpose()?
+            }
+            None => None,
+        };
+        let user_policy = user_value
+            .as_ref()
+            .and_then(|v| v.get("policy"))
+            .and_then(|v| v.as_str());
+        let crl = policy.map_or(user_policy == Some("crl"), |p| p == PolicyKind::Crl);
+        let mut value = parse(BUILTIN_CONFIGS[0].1, Path::new("config/learn/default.yaml"))?;
+        let mut layers = vec![task.to_string()];
+        if crl {
+            layers.extend(["crl".to_string(), format!("{task}.crl")]);
+        }
+        for layer in layers {
+            if let Some((name, text)) = BUILTIN_CONFIGS[1..].iter().find(|(n, _)| *n == layer) {
+                merge(
+                    &mut value,
+                    parse(text, Path::new(&format!("config/learn/{name}.yaml")))?,
+                );
+            }
+        }
+        let source = match (user, user_value) {
+            (Some(p), Some(v)) => {
+                merge(&mut value, v);
+                p.to_path_buf()
+            }
+            (Some(p), None) => p.to_path_buf(),
+            _ => Path::new("config/learn").join(format!("{task}.yaml")),
+        };
+        let mut cfg: LearnConfig = serde_yaml_ng::from_value(value)
+            .map_err(|e| Error::file(&source, None, None, e.to_string()))?;
+        if let Some(p) = policy {
+            cfg.policy = p;
+        }
+        cfg.validate()
+            .map_err(|e| Error::file(&source, None, None, e))?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.iterations == 0 {
+            return Err("iterations must be at least 1".into());
+        }
+        if self.hidden.is_empty() || self.hidden.contains(&0) {
+            return Err("hidden needs at least one layer, each of width >= 1".into());
+        }
+        if !(self.lr.is_finite()
+            && self.lr > 0.0
+            && self.adam_eps.is_finite()
+            && self.adam_eps > 0.0)
+        {
+            return Err("lr and adam_eps must be finite numbers > 0".into());
+        }
+        if self.epochs == 0 || self.batch_size == 0 {
+            return Err("epochs and batch_size must be at least 1".into());
+        }
+        self.identify.validate()?;
+        let f = &self.policy_filter;
+        if !(f.delta.is_finite() && (0.0..1.0).contains(&f.delta)) {
+            return Err(format!(
+                "policy_filter.delta must be in [0, 1), got {}",
+                f.delta
+            ));
+        }
+        if !(f.max_mean_cost.is_finite() && (0.0..=1.0).contains(&f.max_mean_cost)) {
+            return Err("policy_filter.max_mean_cost must be in [0, 1]".into());
+        }
+        if !(self.mecl.c_reg.is_finite() && self.mecl.c_reg >= 0.0) {
+            return Err("mecl.c_reg must be a finite number >= 0".into());
+        }
+        let [lo, hi] = self.gpucl.components;
+        if lo == 0 || hi < lo {
+            return Err(format!(
+                "gpucl.components must be [min, max] with 1 <= min <= max, got [{lo}, {hi}]"
+            ));
+        }
+        if !self.gpucl.log_density_threshold.is_finite() {
+            return Err("gpucl.log_density_threshold must be a finite number".into());
+        }
+        self.crl.validate()?;
+        self.dsm.validate(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_configs_parse_and_validate_for_every_task() {
+        for (name, _) in crate::task::BUILTIN {
+            let c = LearnConfig::for_task(name, None).unwrap();
+            assert!(c.iterations >= 1, "{name}");
+        }
+    }
+
+    #[test]
+    fn user_config_overrides_a_subset_and_rejects_unknown_or_impossible_values() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("learn.yaml");
+        std::fs::write(&p, "identify: {d_r: 0.05}\nepochs: 7\n").unwrap();
+        let c = LearnConfig::for_task("reach_obstacle_3d", Some(&p)).unwrap();
+        assert_eq!((c.identify.d_r, c.epochs, c.identify.k), (Some(0.05), 7, 1));
+        for (text, expect) in [
+            ("epoch: 3\n", "epoch"),
+            ("identify: {d_r: -1.0}\n", "d_r"),
+            ("identify: {k: 0}\n", "identify.k"),
+            ("hidden: []\n", "hidden"),
+            ("identify: {d_r: null, percentile: 120.0}\n", "percentile"),
+            ("dsm: {rho: 0.0}\n", "rho"),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let e = LearnConfig::for_task("reach_obstacle_3d", Some(&p))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("learn.yaml") && e.contains(expect),
+                "{text}: {e}"
+            );
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The labelling seam of Algorithm 1: a labeller turns the kept rollouts into infeasible data and trains
+//! zeta on it. PUCL identifies reliable infeasible states by their distance to the demonstrations (the
+//! paper); the baselines are GPUCL (low density under a Gaussian mixture of the demonstrations), BC
+//! (every policy state infeasible) and MECL (importance-weighted maximum entropy, its own loss). A new
+//! method is a type here implementing [`Labeller`] plus a `Method` to choose it.
+mod bc;
+mod gpucl;
+mod mecl;
+mod pucl;
+
+pub use bc::Bc;
+pub use gpucl::Gpucl;
+pub use mecl::Mecl;
+pub use pucl::Pucl;
+
+use crate::error::Result;
+use crate::learn::config::{LearnConfig, Method};
+use crate::learn::identify::Points;
+use crate::learn::network::{Adam, Mlp, train};
+use ndarray::{Array1, Array2};
+use rand_chacha::ChaCha8Rng;
+
+/// What zeta is trained on in one iteration.
+pub struct TrainingData<'a> {
+    /// The demonstrations' feature points D (feasible).
+    pub demos: &'a Points,
+    /// This iteration's reliable infeasible states R.
+    pub reliable_infeasible: &'a Points,
+    /// The memory buffer M: R of earlier iterations.
+    pub memory_buffer: &'a Points,
+    /// The kept rollouts, one feature-point set each.
+    pub rollouts: &'a [Points],
+}
+
+/// The labeller of Algorithm 1.
+pub trait Labeller {
+    /// Whether rollouts pass the policy filter first. PU methods (PUCL, GPUCL) do; BC and MECL take
+    /// every rollout of the iteration, as the reference does.
+    fn uses_policy_filter(&self) -> bool {
+        true
+    }
+    /// This iteration's infeasible states R among the kept rollouts; `memory_buffer` holds earlier
+    /// ones.
+    fn identify(
+        &mut self,
+        demos: &Points,
+        rollouts: &[Points],
+        memory_buffer: &Points,
+    ) -> Result<Points>;
+    /// Whether R enters the memory buffer M, and so decides when Algorithm 1 stops and whether it
+    /// learned anything. MECL weighs only the current rollouts.
+    fn keeps_memory_buffer(&self) -> bool {
+        true
+    }
+    /// One training phase of zeta; the last loss, NaN when nothing was trained.
+    fn train_zeta(
+        &mut self,
+        net: &mut Mlp,
+        adam: &mut Adam,
+        data: &TrainingData,
+        rng: &mut ChaCha8Rng,
+    ) -> f64;
+}
+
+/// The labeller `cfg.method` names, fitted to the demonstrations where it needs to be (GPUCL).
+pub fn for_config(cfg: &LearnConfig, demos: &Points, seed: u64) -> Result<Box<dyn Labeller>> {
+    let bce = Bce::from_config(cfg);
+    Ok(match cfg.method {
+        Method::Pucl => Box::new(Pucl::new(cfg.identify.clone(), bce)),
+        Method::Bc => Box::new(Bc::new(bce)),
+        Method::Gpucl => Box::new(Gpucl::fit(demos, &cfg.gpucl, bce, seed)?),
+        Method::Mecl => Box::new(Mecl::new(cfg.mecl.clone(), cfg.epochs)),
+    })
+}
+
+/// Binary cross-entropy training of zeta: D feasible against R and M infeasible, minibatch Adam.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bce {
+    pub epochs: usize,
+    pub batch_size: usize,
+    /// Weigh both classes equally (else each state counts once).
+    pub balance_classes: bool,
+}
+
+impl Bce {
+    pub fn from_config(cfg: &LearnConfig) -> Self {
+        Bce {
+            epochs: cfg.epochs,
+            batch_size: cfg.batch_size,
+            balance_classes: cfg.balance_classes,
+        }
+    }
+
+    /// Train on D against R and M (nothing when both are empty: NaN).
+    pub fn train(
+        &self,
+        net: &mut Mlp,
+        adam: &mut Adam,
+        data: &TrainingData,
+        rng: &mut ChaCha8Rng,
+    ) -> f64 {
+        let (demos, reliable, memory) = (data.demos, data.reliable_infeasible, data.memory_buffer);
+        let infeasible = reliable.len() + memory.len();
+        if infeasible == 0 {
+            return f64::NAN;
+        }
+        let d = demos.dim;
+        let n = demos.len() + infeasible;
+        let mut x = Array2::<f64>::zeros((n, d));
+        let mut y = Array1::<f64>::zeros(n);
+        for (r, p) in demos
+            .rows()
+            .chain(reliable.rows())
+            .chain(memory.rows())
+            .enumerate()
+        {
+            x.row_mut(r).assign(&ndarray::ArrayView1::from(p));
+            y[r] = if r < demos.len() { 1.0 } else { 0.0 };
+        }
+        let w = self.balance_classes.then(|| {
+            let (nd, ni) = (demos.len() as f64, infeasible as f64);
+            Array1::from_iter((0..n).map(|r| {
+                if r < demos.len() {
+                    0.5 * n as f64 / nd
+                } else {
+                    0.5 * n as f64 / ni
+                }
+            }))
+        });
+        train(
+            net,
+            adam,
+            x.view(),
+            y.view(),
+            w.as_ref().map(|w| w.view()),
+            self.epochs,
+            self.batch_size,
+            rng,
+        )
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod test_data {
+    use crate::learn::identify::Points;
+
+    /// 1-D demonstrations in [-0.2, 0.2] and rollouts of 20 states around each centre.
+    pub fn demos_and_rollouts(centres: &[f64]) -> (Points, Vec<Points>) {
+        let mut demo = Points::new(1);
+        (0..40).for_each(|i| demo.push(&[-0.2 + 0.01 * i as f64]));
+        let rollouts = centres
+            .iter()
+            .map(|c| {
+                let mut p = Points::new(1);
+                (0..20).for_each(|i| p.push(&[c - 0.1 + 0.01 * i as f64]));
+                p
+            })
+            .collect();
+        (demo, rollouts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn bce_trains_nothing_without_infeasible_data_and_separates_the_classes_with_it() {
+        let (demo, rollouts) = test_data::demos_and_rollouts(&[1.0]);
+        let bce = Bce {
+            epochs: 200,
+            batch_size: 16,
+            balance_classes: true,
+        };
+        let mut net = Mlp::new(1, &[16], 0);
+        let mut adam = Adam::new(net.params.len(), 5e-3, 1e-5);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let empty = Points::new(1);
+        let data = TrainingData {
+            demos: &demo,
+            reliable_infeasible: &empty,
+            memory_buffer: &empty,
+            rollouts: &rollouts,
+        };
+        assert!(bce.train(&mut net, &mut adam, &data, &mut rng).is_nan());
+        let data = TrainingData {
+            reliable_infeasible: &rollouts[0],
+            ..data
+        };
+        assert!(bce.train(&mut net, &mut adam, &data, &mut rng).is_finite());
+        let mut s = crate::learn::network::Scratch::default();
+        assert!(net.zeta(&[0.0], &mut s) > 0.5 && net.zeta(&[1.0], &mut s) < 0.5);
+    }
+}

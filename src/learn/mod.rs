@@ -1,0 +1,373 @@
+//! Learning the constraint: Algorithm 1 of the paper, over two seams.
+//!
+//! Each outer iteration: the policy ([`proposer`]) proposes rollouts from every demonstration start
+//! given the current zeta; the policy filter keeps those whose return beats the demonstration's from
+//! the same start; the labeller ([`labeller`]) identifies the reliable infeasible states R among them
+//! ([`identify`] for PUCL) and trains zeta ([`network`]) on D (feasible) against R and the memory
+//! buffer M (infeasible); R is saved into M; the loop stops when R stops growing. [`config`] holds every
+//! setting, with the built-in files of `config/learn/`.
+//!
+//! Where to add things: a policy is a [`Proposer`] in `proposer/`, a method a [`Labeller`] in
+//! `labeller/`; the loop below does not change for either.
+pub mod config;
+pub mod gmm;
+pub mod identify;
+pub mod labeller;
+pub mod network;
+pub mod proposer;
+
+pub use config::{
+    BUILTIN_CONFIGS, GpuclConfig, LearnConfig, MeclConfig, Method, PolicyFilter, PolicyKind,
+};
+pub use labeller::{Labeller, TrainingData};
+pub use proposer::{PolicyStats, Proposer, Zeta};
+
+use crate::demos::DemoSet;
+use crate::error::{Error, Result};
+use crate::learn::identify::Points;
+use crate::learn::network::{Adam, Mlp, Scratch};
+use crate::policy::crl::GaussianPolicy;
+use crate::policy::modulation::{DsmConfig, PolicySpace};
+use crate::report::evaluate::grid_metrics;
+use crate::task::Task;
+use crate::task::sim::{Simulator, Trajectory, replay_return};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+use std::time::Instant;
+
+/// What one outer iteration did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IterationStats {
+    pub iteration: usize,
+    pub rollouts: usize,
+    /// Rollouts that passed the policy filter.
+    pub kept: usize,
+    /// |R| of this iteration and |M| after it.
+    pub reliable_infeasible: usize,
+    pub memory_buffer: usize,
+    /// NaN when nothing was trained (JSON writes it as null).
+    #[serde(deserialize_with = "nan_from_null")]
+    pub loss: f64,
+    pub seconds: f64,
+    /// Against the true constraint on the evaluation grid (known in simulation).
+    pub iou: f64,
+    pub recall: f64,
+    pub precision: f64,
+    /// CRL: the policy's mean episode return and learned cost per step while training, and nu.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_return: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_cost: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nu: Option<f64>,
+}
+
+/// A number that JSON wrote as null because it was NaN.
+pub(crate) fn nan_from_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// The result of learning.
+#[derive(Debug, Clone)]
+pub struct Learned {
+    pub net: Mlp,
+    /// The policy settings to use the model with (the configured ones, completed by learning).
+    pub dsm: DsmConfig,
+    pub memory_buffer: Points,
+    pub history: Vec<IterationStats>,
+    pub starts: Vec<Vec<f64>>,
+    pub seconds: f64,
+    /// Why the loop stopped.
+    pub stop_reason: String,
+    /// CRL: the trained policy.
+    pub policy: Option<GaussianPolicy>,
+}
+
+/// Algorithm 1. `on_iteration` sees each iteration's statistics as it finishes and returns whether to go
+/// on (false cancels: an error, nothing is returned).
+pub fn learn(
+    task: &Task,
+    demos: &DemoSet,
+    cfg: &LearnConfig,
+    seed: u64,
+    on_iteration: &mut dyn FnMut(&IterationStats) -> bool,
+) -> Result<Learned> {
+    let t0 = Instant::now();
+    let task = &learning_task(task, demos, cfg)?;
+    let demo_points = Points {
+        dim: task.feature_dim(),
+        data: demos.feature_points(task),
+    };
+    let starts = demos.start_states();
+    let mut sim = Simulator::new(task);
+    let demo_returns: Vec<f64> = demos
+        .demos
+        .iter()
+        .map(|x| replay_return(&mut sim, &x.states, &x.actions))
+        .collect();
+    let mut net = initial_zeta(&demo_points, cfg, seed);
+    let mut adam = Adam::new(net.params.len(), cfg.lr, cfg.adam_eps);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
+    let dsm = completed_dsm(task, &demo_points, &cfg.dsm);
+    let mut policy = proposer::for_config(task, demos, cfg, &dsm, seed)?;
+    let mut labeller = labeller::for_config(cfg, &demo_points, seed)?;
+    let mut memory_buffer = Points::new(demo_points.dim);
+    let (mut history, mut trained) = (Vec::new(), false);
+    let mut stop_reason = format!("{} iterations done", cfg.iterations);
+    for it in 0..cfg.iterations {
+        let ti = Instant::now();
+        let zeta = Zeta {
+            net: &net,
+            iteration: it,
+            trained,
+        };
+        // Policy: adapt to the current zeta, then roll out from every demonstration start.
+        let policy_stats = policy.improve(task, &starts, &zeta)?;
+        let rollouts = roll_out(&mut *policy, &mut sim, &starts, &zeta, &mut rng)?;
+        // Policy filter: keep the rollouts that beat their demonstration's return.
+        let kept = policy_filter(rollouts, &demo_returns, &zeta, cfg, &*labeller);
+        // Identify the reliable infeasible states R.
+        let reliable_infeasible = labeller.identify(&demo_points, &kept, &memory_buffer)?;
+        let data = TrainingData {
+            demos: &demo_points,
+            reliable_infeasible: &reliable_infeasible,
+            memory_buffer: &memory_buffer,
+            rollouts: &kept,
+        };
+        // Train zeta on D (feasible) against R and the memory buffer M (infeasible); save R into M.
+        let loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
+        trained |= loss.is_finite();
+        if labeller.keeps_memory_buffer() {
+            memory_buffer.extend(&reliable_infeasible);
+        }
+        let stats =
+            IterationStats::new(it, task, &net, &kept, &reliable_infeasible, &memory_buffer).with(
+                starts.len() * policy.rollouts_per_start(),
+                loss,
+                policy_stats,
+                ti,
+            );
+        let go_on = on_iteration(&stats);
+        history.push(stats);
+        if !go_on {
+            return Err(Error::Invalid(format!("cancelled after iteration {it}")));
+        }
+        // Stop rule: R stopped growing (or nothing was ever identified).
+        let may_stop = labeller.keeps_memory_buffer() && policy.may_stop_early();
+        if may_stop && let Some(reason) = stop_rule(it, &reliable_infeasible, &memory_buffer, cfg) {
+            stop_reason = reason;
+            break;
+        }
+    }
+    if memory_buffer.is_empty() && labeller.keeps_memory_buffer() {
+        return Err(Error::Invalid(format!(
+            "nothing learned: {stop_reason} (try a smaller identify.d_r)"
+        )));
+    }
+    Ok(Learned {
+        net,
+        dsm,
+        memory_buffer,
+        history,
+        starts,
+        seconds: t0.elapsed().as_secs_f64(),
+        stop_reason,
+        policy: policy.into_policy(),
+    })
+}
+
+/// Stop when no rollout gave a reliable infeasible state yet, or (if configured) when R stopped
+/// growing.
+fn stop_rule(it: usize, reliable: &Points, memory: &Points, cfg: &LearnConfig) -> Option<String> {
+    if memory.is_empty() {
+        return Some(format!(
+            "iteration {it}: no reliable infeasible state: no rollout beat its demonstration's return or came at least d_r from the demonstrations"
+        ));
+    }
+    (reliable.is_empty() && cfg.stop_when_no_new_infeasible)
+        .then(|| format!("iteration {it}: R stopped growing"))
+}
+
+/// The task as learning sees it (the settings may replace its reward), checked against the settings
+/// and the demonstrations.
+fn learning_task<'a>(task: &'a Task, demos: &DemoSet, cfg: &LearnConfig) -> Result<Cow<'a, Task>> {
+    cfg.validate().map_err(Error::Invalid)?;
+    let task = match &cfg.reward {
+        Some(r) => {
+            let mut t = task.clone();
+            t.spec.reward = r.clone();
+            Cow::Owned(t)
+        }
+        None => Cow::Borrowed(task),
+    };
+    cfg.dsm
+        .validate(Some(task.feature_dim()))
+        .map_err(Error::Invalid)?;
+    PolicySpace::of(&task).map_err(|e| Error::task(task.name(), "constraint_input", e))?;
+    if demos.state_names != task.spec.state || demos.action_names != task.spec.action {
+        return Err(Error::Invalid(format!(
+            "the demonstrations do not match task '{}' (state/action names differ)",
+            task.name()
+        )));
+    }
+    if demos.is_empty() {
+        return Err(Error::Invalid("no demonstrations to learn from".into()));
+    }
+    Ok(task)
+}
+
+/// Zeta before training: seeded weights; inputs mapped by the demonstrations' mean and one common
+/// scale when `normalize_input` is set.
+fn initial_zeta(demo_points: &Points, cfg: &LearnConfig, seed: u64) -> Mlp {
+    let d = demo_points.dim;
+    let mut net = Mlp::new(d, &cfg.hidden, seed);
+    if cfg.normalize_input {
+        let n = demo_points.len() as f64;
+        let mean: Vec<f64> = (0..d)
+            .map(|k| demo_points.rows().map(|r| r[k]).sum::<f64>() / n)
+            .collect();
+        let var = demo_points
+            .rows()
+            .map(|r| (0..d).map(|k| (r[k] - mean[k]).powi(2)).sum::<f64>())
+            .sum::<f64>()
+            / (n * d as f64);
+        let scale = if var > 0.0 { 1.0 / var.sqrt() } else { 1.0 };
+        net.input_offset = mean;
+        net.input_scale = vec![scale; d];
+    }
+    net
+}
+
+/// The modulation settings the model is used with. For a velocity constraint the demonstrated
+/// commands are feasible: their mean is the reference of the projection unless one is configured.
+fn completed_dsm(task: &Task, demo_points: &Points, dsm: &DsmConfig) -> DsmConfig {
+    let mut dsm = dsm.clone();
+    if PolicySpace::of(task) == Ok(PolicySpace::Velocity) && dsm.velocity_reference.is_none() {
+        let n = demo_points.len() as f64;
+        dsm.velocity_reference = Some(
+            (0..demo_points.dim)
+                .map(|k| demo_points.rows().map(|r| r[k]).sum::<f64>() / n)
+                .collect(),
+        );
+    }
+    dsm
+}
+
+/// One proposed rollout in feature space, with the demonstration start it came from.
+pub struct Rollout {
+    pub start: usize,
+    pub points: Points,
+    pub episode_return: f64,
+}
+
+/// The policy's proposals from every demonstration start, in start order.
+fn roll_out(
+    policy: &mut dyn Proposer,
+    sim: &mut Simulator,
+    starts: &[Vec<f64>],
+    zeta: &Zeta,
+    rng: &mut ChaCha8Rng,
+) -> Result<Vec<Rollout>> {
+    let task = sim.task();
+    let mut traj = Trajectory::with_capacity(task);
+    let per_start = policy.rollouts_per_start();
+    let mut out = Vec::with_capacity(starts.len() * per_start);
+    for (i, s0) in starts.iter().enumerate() {
+        for k in 0..per_start {
+            policy.propose(sim, s0, k, zeta, rng, &mut traj)?;
+            out.push(Rollout {
+                start: i,
+                points: feature_points(task, &traj),
+                episode_return: traj.episode_return,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The policy filter: keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the
+/// same start and at most `max_mean_cost` of its states are learned-infeasible. Labellers that take
+/// every rollout (BC, MECL) skip it.
+fn policy_filter(
+    rollouts: Vec<Rollout>,
+    demo_returns: &[f64],
+    zeta: &Zeta,
+    cfg: &LearnConfig,
+    labeller: &dyn Labeller,
+) -> Vec<Points> {
+    let f = &cfg.policy_filter;
+    let mut scratch = Scratch::default();
+    let mut passes = |r: &Rollout| {
+        let cost = match zeta.learned() {
+            Some(net) if !r.points.is_empty() => {
+                let infeasible = r.points.rows().filter(|p| net.zeta(p, &mut scratch) < 0.5);
+                infeasible.count() as f64 / r.points.len() as f64
+            }
+            _ => 0.0,
+        };
+        (1.0 - f.delta) * r.episode_return >= demo_returns[r.start] && cost <= f.max_mean_cost
+    };
+    let filtered = labeller.uses_policy_filter();
+    rollouts
+        .into_iter()
+        .filter(|r| !filtered || passes(r))
+        .map(|r| r.points)
+        .collect()
+}
+
+fn feature_points(task: &Task, t: &Trajectory) -> Points {
+    let d = task.feature_dim();
+    let mut p = Points {
+        dim: d,
+        data: vec![0.0; t.len() * d],
+    };
+    for i in 0..t.len() {
+        task.features_into(t.state(i), t.action(i), &mut p.data[i * d..(i + 1) * d]);
+    }
+    p
+}
+
+impl IterationStats {
+    /// The data side of an iteration's statistics, with zeta's metrics on the task's grid.
+    fn new(
+        it: usize,
+        task: &Task,
+        net: &Mlp,
+        kept: &[Points],
+        reliable: &Points,
+        memory: &Points,
+    ) -> Self {
+        let c = grid_metrics(task, net, 0.5);
+        IterationStats {
+            iteration: it,
+            rollouts: 0,
+            kept: kept.len(),
+            reliable_infeasible: reliable.len(),
+            memory_buffer: memory.len(),
+            loss: f64::NAN,
+            seconds: 0.0,
+            iou: c.iou(),
+            recall: c.recall(),
+            precision: c.precision(),
+            policy_return: None,
+            policy_cost: None,
+            nu: None,
+        }
+    }
+
+    /// The policy side and the iteration's duration.
+    fn with(mut self, rollouts: usize, loss: f64, p: Option<PolicyStats>, t0: Instant) -> Self {
+        self.rollouts = rollouts;
+        self.loss = loss;
+        self.policy_return = p.map(|s| s.mean_return);
+        self.policy_cost = p.map(|s| s.mean_cost);
+        self.nu = p.map(|s| s.nu);
+        self.seconds = t0.elapsed().as_secs_f64();
+        self
+    }
+}

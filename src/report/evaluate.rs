@@ -1,0 +1,154 @@
+//! Evaluation of a learned constraint against the task's truth: the network as a classifier on the
+//! task's grid, and episodes of the policy that uses it (the unsafe rate beside goal reaching).
+use crate::error::{Error, Result};
+use crate::learn::network::Mlp;
+use crate::policy::crl::GaussianPolicy;
+use crate::policy::modulation::{DsmConfig, DsmPolicy};
+use crate::report::metrics::{Confusion, UnsafeRate, grid_confusion};
+use crate::task::Task;
+use crate::task::sim::{Simulator, Trajectory};
+use ndarray::Array2;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+/// The learned network as a classifier on the grid.
+pub fn grid_metrics(task: &Task, net: &Mlp, threshold: f64) -> Confusion {
+    // Batched evaluation of the whole grid, then comparison with the truth.
+    let d = task.feature_dim();
+    let mut pts = Vec::new();
+    crate::report::metrics::for_each_grid_point(task, |x| pts.extend_from_slice(x));
+    let x = Array2::from_shape_vec((pts.len() / d, d), pts).expect("rows of d");
+    let z = net.zeta_batch(x.view());
+    let mut i = 0;
+    grid_confusion(task, |_| {
+        i += 1;
+        z[i - 1] < threshold
+    })
+}
+
+/// Metrics of a learned network: on the grid, and the DSM policy it modulates.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Evaluation {
+    pub iou: f64,
+    pub recall: f64,
+    pub precision: f64,
+    pub unsafe_rate: f64,
+    pub violating_episodes: f64,
+    pub goal_reached: f64,
+    pub confusion: Confusion,
+    pub unsafe_counts: UnsafeRate,
+    /// (episode, step, state) of the first violating step of each violating episode.
+    #[serde(skip)]
+    pub first_violations: Vec<(usize, usize, Vec<f64>)>,
+}
+
+/// The start of evaluation episode i: the given starts in turn; from the second pass on, positions
+/// perturbed by the task's start_jitter (seeded, within the bounds, resampled until truly feasible),
+/// so repeated episodes differ.
+pub fn episode_starts(
+    task: &Task,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+) -> Vec<Vec<f64>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let j = task.spec.start_jitter;
+    let zero = vec![0.0; task.action_dim()];
+    let mut psi = vec![0.0; task.feature_dim()];
+    (0..episodes)
+        .map(|i| {
+            let base = &starts[i % starts.len()];
+            if i < starts.len() || j <= 0.0 {
+                return base.clone();
+            }
+            for _ in 0..1000 {
+                let mut s = base.clone();
+                for &k in &task.position_idx {
+                    s[k] += rng.random_range(-j..=j);
+                }
+                if let Some((lo, hi)) = &task.bounds {
+                    for (p, &k) in task.position_idx.iter().enumerate() {
+                        s[k] = s[k].clamp(lo[p], hi[p]);
+                    }
+                }
+                task.features_into(&s, &zero, &mut psi);
+                if task.constrains_action() || !task.truly_infeasible(&psi) {
+                    return s;
+                }
+            }
+            base.clone()
+        })
+        .collect()
+}
+
+/// The unsafe rate and goal reaching of a CRL policy's mean action, from the evaluation starts.
+pub fn evaluate_policy(
+    task: &Task,
+    policy: &GaussianPolicy,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+) -> Result<(UnsafeRate, f64)> {
+    if starts.is_empty() || episodes == 0 {
+        return Err(Error::Invalid(
+            "evaluation needs at least one start and one episode".into(),
+        ));
+    }
+    let mut sim = Simulator::new(task);
+    let mut trajs = Vec::with_capacity(episodes);
+    for s in episode_starts(task, starts, episodes, seed) {
+        let mut t = Trajectory::with_capacity(task);
+        sim.rollout(&s, &mut &*policy, &mut t);
+        trajs.push(t);
+    }
+    let reached = trajs.iter().filter(|t| t.reached_goal).count() as f64 / trajs.len() as f64;
+    Ok((UnsafeRate::of(&trajs), reached))
+}
+
+/// Evaluate a network with its DSM settings on a task.
+pub fn evaluate(
+    task: &Task,
+    net: &Mlp,
+    dsm: &DsmConfig,
+    threshold: f64,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+) -> Result<Evaluation> {
+    if starts.is_empty() || episodes == 0 {
+        return Err(Error::Invalid(
+            "evaluation needs at least one start and one episode".into(),
+        ));
+    }
+    let c = grid_metrics(task, net, threshold);
+    let mut sim = Simulator::new(task);
+    let mut trajs = Vec::with_capacity(episodes);
+    for s in episode_starts(task, starts, episodes, seed) {
+        let mut t = Trajectory::with_capacity(task);
+        let mut policy = DsmPolicy::new(task, Some(net), dsm).map_err(Error::Invalid)?;
+        sim.rollout(&s, &mut policy, &mut t);
+        trajs.push(t);
+    }
+    let u = UnsafeRate::of(&trajs);
+    Ok(Evaluation {
+        iou: c.iou(),
+        recall: c.recall(),
+        precision: c.precision(),
+        unsafe_rate: u.rate(),
+        violating_episodes: u.episode_fraction(),
+        goal_reached: trajs.iter().filter(|t| t.reached_goal).count() as f64 / trajs.len() as f64,
+        confusion: c,
+        unsafe_counts: u,
+        first_violations: trajs
+            .iter()
+            .enumerate()
+            .filter_map(|(e, t)| {
+                t.violations
+                    .iter()
+                    .position(|v| *v)
+                    .map(|i| (e, i, t.state(i).to_vec()))
+            })
+            .collect(),
+    })
+}

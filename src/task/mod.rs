@@ -1,0 +1,272 @@
+//! Tasks: what the robot does (state, action, dynamics, goal, reward) and, for simulation and
+//! evaluation only, the TRUE constraint. A task is a strict YAML file; the built-in tasks are the files
+//! in `config/tasks/`, embedded in the binary.
+//!
+//! The folder owns everything about a task: `shape` (the true constraint's primitives), `sim` (the
+//! kinematic simulator and rewards), `expert` (safe demonstrations from the true constraint), `spec`
+//! (the file's schema) and `compile` (its validation). A new constraint primitive goes into `shape`.
+mod compile;
+pub mod expert;
+pub mod shape;
+pub mod sim;
+mod spec;
+
+pub use spec::*;
+
+use crate::error::{Error, Result};
+use crate::task::shape::Shape;
+use std::path::Path;
+
+/// The built-in tasks: name and YAML text (the files in `config/tasks/` are the one source).
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "point_ellipse_2d",
+        include_str!("../../config/tasks/point_ellipse_2d.yaml"),
+    ),
+    (
+        "reach_obstacle_3d",
+        include_str!("../../config/tasks/reach_obstacle_3d.yaml"),
+    ),
+    (
+        "reach_velocity_3d",
+        include_str!("../../config/tasks/reach_velocity_3d.yaml"),
+    ),
+    (
+        "reach_four_cups_3d",
+        include_str!("../../config/tasks/reach_four_cups_3d.yaml"),
+    ),
+];
+
+/// Where a feature comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Feature {
+    State(usize),
+    Action(usize),
+}
+
+/// How the action is limited.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ActionLimit {
+    Norm(f64),
+    Box(Vec<f64>),
+}
+
+/// A validated, compiled task.
+#[derive(Debug, Clone)]
+pub struct Task {
+    pub spec: TaskSpec,
+    pub position_idx: Vec<usize>,
+    pub velocity_idx: Vec<usize>,
+    pub features: Vec<Feature>,
+    pub action_limit: ActionLimit,
+    pub bounds: Option<(Vec<f64>, Vec<f64>)>,
+    pub blocking: Vec<Shape>,
+    pub true_constraint: Vec<Shape>,
+    pub grid: Vec<Vec<f64>>,
+}
+
+impl Task {
+    /// A built-in task by name, or a task file by path.
+    pub fn load(name_or_path: &str) -> Result<Task> {
+        if let Some((_, yaml)) = BUILTIN.iter().find(|(n, _)| *n == name_or_path) {
+            return Task::from_yaml(
+                yaml,
+                Path::new(&format!("config/tasks/{name_or_path}.yaml")),
+            );
+        }
+        let path = Path::new(name_or_path);
+        if !path.exists() {
+            let names: Vec<&str> = BUILTIN.iter().map(|(n, _)| *n).collect();
+            return Err(Error::Invalid(format!(
+                "'{name_or_path}' is neither a built-in task ({}) nor an existing task file",
+                names.join(", ")
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Task::from_yaml(&text, path)
+    }
+
+    /// Parse and validate YAML text; `path` names it in errors.
+    pub fn from_yaml(text: &str, path: &Path) -> Result<Task> {
+        let spec: TaskSpec = serde_yaml_ng::from_str(text).map_err(|e| {
+            let line = e.location().map(|l| l.line() as u64);
+            Error::file(path, line, None, e.to_string())
+        })?;
+        Task::from_spec(spec)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+    pub fn state_dim(&self) -> usize {
+        self.spec.state.len()
+    }
+    pub fn action_dim(&self) -> usize {
+        self.spec.action.len()
+    }
+    pub fn feature_dim(&self) -> usize {
+        self.features.len()
+    }
+    pub fn feature_names(&self) -> &[String] {
+        &self.spec.constraint_input
+    }
+    pub fn goal(&self) -> &[f64] {
+        &self.spec.goal.position
+    }
+
+    /// psi(s, a): the constraint's input.
+    #[inline]
+    pub fn features_into(&self, state: &[f64], action: &[f64], out: &mut [f64]) {
+        for (o, f) in out.iter_mut().zip(&self.features) {
+            *o = match *f {
+                Feature::State(i) => state[i],
+                Feature::Action(i) => action[i],
+            };
+        }
+    }
+
+    /// Whether the feature map reads the action (a velocity constraint) rather than only the state.
+    pub fn constrains_action(&self) -> bool {
+        self.features
+            .iter()
+            .any(|f| matches!(f, Feature::Action(_)))
+    }
+
+    /// The true constraint at a feature vector: true = infeasible.
+    #[inline]
+    pub fn truly_infeasible(&self, psi: &[f64]) -> bool {
+        self.true_constraint.iter().any(|s| s.contains(psi))
+    }
+
+    /// The full state for a start position (velocity-state components zero).
+    pub fn start_state(&self, position: &[f64]) -> Vec<f64> {
+        let mut s = vec![0.0; self.state_dim()];
+        for (k, &i) in self.position_idx.iter().enumerate() {
+            s[i] = position[k];
+        }
+        s
+    }
+
+    /// The position part of a state.
+    pub fn position_of(&self, state: &[f64]) -> Vec<f64> {
+        self.position_idx.iter().map(|&i| state[i]).collect()
+    }
+
+    /// The unit of a component, if the task gives one.
+    pub fn unit(&self, name: &str) -> Option<&str> {
+        self.spec.units.get(name).map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_builtin_task_loads_and_matches_its_file_name() {
+        for (name, _) in BUILTIN {
+            let t = Task::load(name).unwrap();
+            assert_eq!(t.name(), *name);
+        }
+    }
+
+    #[test]
+    fn reference_geometry_of_builtin_tasks() {
+        let t = Task::load("point_ellipse_2d").unwrap();
+        assert_eq!(t.grid[0].len(), 54);
+        assert!(t.truly_infeasible(&[0.72, 0.55]) && t.truly_infeasible(&[0.72 + 0.249, 0.55]));
+        assert!(!t.truly_infeasible(&[0.72 + 0.251, 0.55]));
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        assert!(
+            t.truly_infeasible(&[0.55, 0.0399, 10.0]) && !t.truly_infeasible(&[0.5901, 0.0, 0.0])
+        );
+        let t = Task::load("reach_velocity_3d").unwrap();
+        assert!(t.constrains_action());
+        assert!(t.truly_infeasible(&[1.01, 0.0, 0.0]) && t.truly_infeasible(&[0.0, 0.0, -0.41]));
+        assert!(!t.truly_infeasible(&[1.0, 1.2, 0.4]));
+        assert_eq!(
+            t.start_state(&[0.1, 0.2, 0.3]),
+            vec![0.1, 0.2, 0.3, 0.0, 0.0, 0.0]
+        );
+        let t = Task::load("reach_four_cups_3d").unwrap();
+        assert_eq!(t.true_constraint.len(), 4);
+    }
+
+    fn yaml_with(replace: &str, with: &str) -> String {
+        let y = BUILTIN[1].1;
+        assert!(y.contains(replace), "{replace}");
+        y.replacen(replace, with, 1)
+    }
+
+    #[test]
+    fn unknown_yaml_key_is_an_error_naming_the_key_and_line() {
+        let y = yaml_with("horizon: 400", "horizon: 400\nhorizn: 3");
+        let e = Task::from_yaml(&y, Path::new("my_task.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("my_task.yaml") && e.contains("horizn") && e.contains(':'),
+            "{e}"
+        );
+        let y = yaml_with(
+            "{kind: cylinder, center: [0.55, 0.0], radius: 0.04}",
+            "{kind: cylinder, center: [0.55, 0.0], radius: 0.04, height: 2}",
+        );
+        let e = Task::from_yaml(&y, Path::new("t.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("height"), "{e}");
+    }
+
+    #[test]
+    fn inconsistent_tasks_name_the_field() {
+        for (from, to, field) in [
+            (
+                "goal: {position: [0.68, 0.0, 0.04]",
+                "goal: {position: [0.68, 0.0]",
+                "goal.position",
+            ),
+            (
+                "goal: {position: [0.68, 0.0, 0.04]",
+                "goal: {position: [0.68, 0.5, 0.04]",
+                "goal.position",
+            ),
+            (
+                "constraint_input: [x, y, z]",
+                "constraint_input: [x, y, w]",
+                "constraint_input",
+            ),
+            (
+                "action_limit: {box: [1.0, 1.0, 1.0]}",
+                "action_limit: {box: [1.0, 1.0]}",
+                "dynamics.action_limit",
+            ),
+            ("dt: 0.016666666666666666", "dt: -1", "dynamics.dt"),
+            (
+                "  - [0.35, -0.09, 0.05]\n",
+                "  - [0.35, -0.09]\n",
+                "starts[0]",
+            ),
+            ("radius: 0.04}", "radius: 0.0}", "true_constraint[0]"),
+            (
+                "    - {min: 0.035, max: 0.08, count: 40}\n",
+                "",
+                "evaluation.grid",
+            ),
+        ] {
+            let e = Task::from_yaml(&yaml_with(from, to), Path::new("t.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "expected '{field}' in: {e}");
+        }
+    }
+
+    #[test]
+    fn unknown_task_name_lists_the_builtins() {
+        let e = Task::load("no_such_task").unwrap_err().to_string();
+        assert!(
+            e.contains("reach_obstacle_3d") && e.contains("no_such_task"),
+            "{e}"
+        );
+    }
+}
