@@ -1,10 +1,8 @@
 //! The BC baseline: binary classification with every state of every rollout infeasible, both classes
 //! weighed by half (REFERENCE.md); no policy filter.
-use super::{Bce, Labeller, TrainingData};
+use super::{Bce, Labeller, every_state};
 use crate::error::Result;
 use crate::learn::identify::Points;
-use crate::learn::network::{Adam, Mlp};
-use rand_chacha::ChaCha8Rng;
 
 pub struct Bc {
     bce: Bce,
@@ -27,19 +25,11 @@ impl Labeller for Bc {
     }
 
     fn identify(&mut self, demos: &Points, rollouts: &[Points], _: &Points) -> Result<Points> {
-        let mut all = Points::new(demos.dim);
-        rollouts.iter().for_each(|p| all.extend(p));
-        Ok(all)
+        Ok(every_state(demos.dim, rollouts))
     }
 
-    fn train_zeta(
-        &mut self,
-        net: &mut Mlp,
-        adam: &mut Adam,
-        data: &TrainingData,
-        rng: &mut ChaCha8Rng,
-    ) -> f64 {
-        self.bce.train(net, adam, data, rng)
+    fn classifier(&self) -> Option<&Bce> {
+        Some(&self.bce)
     }
 }
 

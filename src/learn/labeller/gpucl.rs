@@ -1,12 +1,10 @@
 //! The GPUCL baseline: a Gaussian mixture of the demonstrations (component count by BIC); policy
 //! states whose log-density falls below a threshold are the reliable infeasible ones.
-use super::{Bce, Labeller, TrainingData};
+use super::{Bce, Labeller};
 use crate::error::{Error, Result};
 use crate::learn::config::GpuclConfig;
 use crate::learn::gmm::Gmm;
 use crate::learn::identify::Points;
-use crate::learn::network::{Adam, Mlp};
-use rand_chacha::ChaCha8Rng;
 
 pub struct Gpucl {
     gmm: Gmm,
@@ -43,14 +41,8 @@ impl Labeller for Gpucl {
         Ok(low)
     }
 
-    fn train_zeta(
-        &mut self,
-        net: &mut Mlp,
-        adam: &mut Adam,
-        data: &TrainingData,
-        rng: &mut ChaCha8Rng,
-    ) -> f64 {
-        self.bce.train(net, adam, data, rng)
+    fn classifier(&self) -> Option<&Bce> {
+        Some(&self.bce)
     }
 }
 

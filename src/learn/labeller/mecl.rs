@@ -1,7 +1,7 @@
 //! The MECL baseline (maximum-entropy constraint learning): no labelled infeasible set; every state of
 //! the current rollouts enters its loss with an importance weight, and nothing is kept in the memory
 //! buffer. No policy filter, as the reference does.
-use super::{Labeller, TrainingData};
+use super::{Bce, Labeller, TrainingData, every_state};
 use crate::error::Result;
 use crate::learn::config::MeclConfig;
 use crate::learn::identify::Points;
@@ -28,13 +28,15 @@ impl Labeller for Mecl {
 
     /// Every state of the current rollouts is (softly) infeasible: R reports them; the loss weighs them.
     fn identify(&mut self, demos: &Points, rollouts: &[Points], _: &Points) -> Result<Points> {
-        let mut all = Points::new(demos.dim);
-        rollouts.iter().for_each(|p| all.extend(p));
-        Ok(all)
+        Ok(every_state(demos.dim, rollouts))
     }
 
     fn keeps_memory_buffer(&self) -> bool {
         false
+    }
+
+    fn classifier(&self) -> Option<&Bce> {
+        None
     }
 
     fn train_zeta(

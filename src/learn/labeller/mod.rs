@@ -52,6 +52,9 @@ pub trait Labeller {
     fn keeps_memory_buffer(&self) -> bool {
         true
     }
+    /// The classifier training of zeta (BCE on D against R and M); none for a method with a loss
+    /// of its own, which overrides `train_zeta`.
+    fn classifier(&self) -> Option<&Bce>;
     /// One training phase of zeta; the last loss, NaN when nothing was trained.
     fn train_zeta(
         &mut self,
@@ -59,7 +62,19 @@ pub trait Labeller {
         adam: &mut Adam,
         data: &TrainingData,
         rng: &mut ChaCha8Rng,
-    ) -> f64;
+    ) -> f64 {
+        match self.classifier() {
+            Some(bce) => bce.train(net, adam, data, rng),
+            None => f64::NAN,
+        }
+    }
+}
+
+/// Every state of every rollout, in order (the methods that label all policy states).
+pub fn every_state(dim: usize, rollouts: &[Points]) -> Points {
+    let mut all = Points::new(dim);
+    rollouts.iter().for_each(|p| all.extend(p));
+    all
 }
 
 /// The labeller `cfg.method` names, fitted to the demonstrations where it needs to be (GPUCL).

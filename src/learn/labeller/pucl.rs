@@ -1,10 +1,8 @@
 //! PUCL's labeller (the paper): reliable infeasible states are the policy states at least d_r from
 //! every demonstration (kNN score, eq. 1-3, with the optional expansion), then BCE training.
-use super::{Bce, Labeller, TrainingData};
+use super::{Bce, Labeller};
 use crate::error::Result;
 use crate::learn::identify::{IdentifyConfig, Points, identify};
-use crate::learn::network::{Adam, Mlp};
-use rand_chacha::ChaCha8Rng;
 
 pub struct Pucl {
     identify: IdentifyConfig,
@@ -22,14 +20,8 @@ impl Labeller for Pucl {
         identify(demos, rollouts, memory, &self.identify)
     }
 
-    fn train_zeta(
-        &mut self,
-        net: &mut Mlp,
-        adam: &mut Adam,
-        data: &TrainingData,
-        rng: &mut ChaCha8Rng,
-    ) -> f64 {
-        self.bce.train(net, adam, data, rng)
+    fn classifier(&self) -> Option<&Bce> {
+        Some(&self.bce)
     }
 }
 
