@@ -87,6 +87,89 @@ fn query_answers_inside_and_outside_with_the_gradient_pointing_out() {
 }
 
 #[test]
+fn query_reads_many_points_from_a_csv_file_or_stdin_and_answers_as_for_arguments() {
+    let m = model_3d().to_str().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let csv = d.path().join("points.csv");
+    std::fs::write(&csv, "x,y,z\n0.55,0.0,0.05\n0.35,-0.09,0.05\n").unwrap();
+    let args = pucl(&[
+        "query", "--model", m, "--json", "0.55", "0.0", "0.05", "0.35", "-0.09", "0.05",
+    ]);
+    let file = pucl(&[
+        "query",
+        "--model",
+        m,
+        "--json",
+        "--input",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(file.status.success(), "{}", stderr(&file));
+    assert_eq!(stdout(&file), stdout(&args));
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pucl"))
+        .args(["query", "--model", m, "--json", "--input", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"0.55,0.0,0.05\n0.35,-0.09,0.05\n")
+        .unwrap();
+    let piped = child.wait_with_output().unwrap();
+    assert!(piped.status.success());
+    assert_eq!(stdout(&piped), stdout(&args));
+    std::fs::write(&csv, "0.55,0.0,0.05\n0.35,inf,0.05\n").unwrap();
+    fails_with(
+        &["query", "--model", m, "--input", csv.to_str().unwrap()],
+        &["points.csv:2", "y = 'inf' is not a finite number"],
+    );
+}
+
+#[test]
+fn eval_warns_when_the_model_was_learned_for_another_task() {
+    let d = tempfile::tempdir().unwrap();
+    let task = d.path().join("my_cylinder.yaml");
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/reach_obstacle_3d.yaml"),
+    )
+    .unwrap()
+    .replacen("name: reach_obstacle_3d", "name: my_cylinder", 1);
+    assert!(text.contains("name: my_cylinder"));
+    std::fs::write(&task, text).unwrap();
+    let m = model_3d().to_str().unwrap();
+    let args = [
+        "eval",
+        "--task",
+        task.to_str().unwrap(),
+        "--model",
+        m,
+        "--episodes",
+        "2",
+    ];
+    let o = pucl(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o)
+            .contains("learned for task 'reach_obstacle_3d', evaluated on task 'my_cylinder'"),
+        "{}",
+        stderr(&o)
+    );
+    let same = pucl(&[
+        "eval",
+        "--task",
+        "reach_obstacle_3d",
+        "--model",
+        m,
+        "--episodes",
+        "2",
+    ]);
+    assert!(!stderr(&same).contains("warning"), "{}", stderr(&same));
+}
+
+#[test]
 fn plot_draws_the_heat_map() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("heat.png");

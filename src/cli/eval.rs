@@ -36,6 +36,15 @@ pub fn run(a: EvalArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
     let m = ConstraintModel::load(&a.model)?;
     m.check_task(&task, &a.model)?;
+    if m.task != task.name() {
+        // Same inputs, another task: legitimate for transfer, a mistake otherwise.
+        eprintln!(
+            "warning: {} was learned for task '{}', evaluated on task '{}'",
+            a.model.display(),
+            m.task,
+            task.name()
+        );
+    }
     let episodes = a.episodes.unwrap_or(task.spec.evaluation.episodes);
     let mut e = evaluate(
         &task,
