@@ -71,17 +71,17 @@ fn main() {
     );
     println!();
     println!(
-        "| task | IoU | recall | precision | unsafe rate % | violating episodes % | wall time per run s |"
+        "| task | IoU | recall | precision | unsafe rate % | violating episodes % | goal reached % | wall time per run s |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     let mut notes = Vec::new();
     for row in ROWS {
         let task = Task::load(row.task).expect("built-in task");
         let demos = DemoSet::load(&root.join("data/demos").join(row.demos), &task)
             .expect("reference demonstrations");
         let cfg = LearnConfig::for_task(row.task, None).expect("built-in settings");
-        let (mut iou, mut rec, mut prec, mut uns, mut vep, mut secs) =
-            (vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut iou, mut rec, mut prec, mut uns, mut vep, mut goal, mut secs) =
+            (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
         for seed in 100..100 + seeds {
             let t0 = Instant::now();
             let learned = learn(&task, &demos, &cfg, seed, &mut |_| true).expect("learning");
@@ -101,15 +101,17 @@ fn main() {
             prec.push(e.precision);
             uns.push(e.unsafe_rate);
             vep.push(e.violating_episodes);
+            goal.push(e.goal_reached);
         }
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             row.task,
             stat(&iou, 1.0, 3),
             stat(&rec, 1.0, 3),
             stat(&prec, 1.0, 3),
             stat(&uns, 100.0, 3),
             stat(&vep, 100.0, 1),
+            stat(&goal, 100.0, 1),
             stat(&secs, 1.0, 2)
         );
         notes.push(format!(

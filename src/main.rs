@@ -36,6 +36,9 @@ enum Command {
     Plot(cli::plot::PlotArgs),
     /// Draw a task's true constraint (and demonstrations) as a PNG; a 3-D task as a top and a side view.
     PlotTask(cli::plot::PlotTaskArgs),
+    /// Write a generated suite of tasks nobody tuned for (2-D, 3-D and velocity; task files and expert
+    /// demonstrations) to a folder.
+    Suite(cli::suite::SuiteArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +50,7 @@ fn main() -> ExitCode {
         Command::Query(a) => cli::query::run(a),
         Command::Plot(a) => cli::plot::run(a),
         Command::PlotTask(a) => cli::plot::run_task(a),
+        Command::Suite(a) => cli::suite::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

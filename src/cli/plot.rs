@@ -1,7 +1,6 @@
 //! `pucl plot` and `pucl plot-task`: the learned zeta as a heat map with the true boundary,
 //! demonstrations, the policy's rollouts and the reliable infeasible points; or a task's true
 //! constraint alone.
-use super::demo_series;
 use anyhow::{Context, Result};
 use clap::Args;
 use pucl::demos::DemoSet;
@@ -55,7 +54,7 @@ pub fn run(a: PlotArgs) -> Result<()> {
         .transpose()?;
     let mut paths = Vec::new();
     if let Some(f) = &a.demos {
-        paths.push(demo_series(&task, &DemoSet::load(f, &task)?));
+        paths.push(Series::demonstrations(&task, &DemoSet::load(f, &task)?));
     }
     // The policy's rollouts from the demonstration starts.
     let mut sim = Simulator::new(&task);
@@ -115,7 +114,7 @@ pub fn run_task(a: PlotTaskArgs) -> Result<()> {
     let mut paths = Vec::new();
     let mut title = format!("{}: true constraint", task.name());
     if let Some(f) = &a.demos {
-        paths.push(demo_series(&task, &DemoSet::load(f, &task)?));
+        paths.push(Series::demonstrations(&task, &DemoSet::load(f, &task)?));
         title.push_str(" and demonstrations");
     }
     let scene = Scene {

@@ -1,6 +1,7 @@
 //! Pictures of a task in the constraint's feature space: the true constraint (or a learned zeta as a
 //! heat map with the true boundary drawn over it), demonstrations, rollouts and marked points. A 2-D
 //! feature space is one panel; a 3-D one is a top view and a side view through the constraint.
+use crate::demos::DemoSet;
 use crate::error::{Error, Result};
 use crate::task::{Feature, Task};
 use plotters::prelude::*;
@@ -15,6 +16,30 @@ pub struct Series {
     pub color: RGBColor,
     /// Each inner vector is one polyline (or, for `points`, a set of points).
     pub groups: Vec<Vec<Vec<f64>>>,
+}
+
+impl Series {
+    /// Each demonstration of a set as a polyline in feature space.
+    pub fn demonstrations(task: &Task, set: &DemoSet) -> Series {
+        let d = task.feature_dim();
+        let pts = set.feature_points(task);
+        let mut groups = Vec::new();
+        let mut row = 0;
+        for demo in &set.demos {
+            let len = demo.len(set.state_dim());
+            groups.push(
+                (row..row + len)
+                    .map(|r| pts[r * d..(r + 1) * d].to_vec())
+                    .collect(),
+            );
+            row += len;
+        }
+        Series {
+            label: format!("demonstrations ({})", set.len()),
+            color: DEMO_COLOR,
+            groups,
+        }
+    }
 }
 
 /// What to draw.
@@ -168,6 +193,36 @@ impl Scene<'_> {
             let panels = body.split_evenly((1, views.len()));
             for (panel, v) in panels.iter().zip(&views) {
                 self.draw_view(panel, v)?;
+            }
+            root.present()?;
+            Ok(())
+        })
+    }
+
+    /// Several scenes in one PNG, `columns` to a row, each with its title (e.g. learned against true
+    /// constraints of a sample of tasks). Written atomically.
+    pub fn render_grid(scenes: &[Scene], columns: usize, title: &str, out: &Path) -> Result<()> {
+        register_font();
+        let views = scenes
+            .iter()
+            .map(|s| s.views())
+            .collect::<Result<Vec<_>>>()?;
+        let columns = columns.clamp(1, scenes.len().max(1));
+        let rows = scenes.len().div_ceil(columns).max(1);
+        let (cw, ch) = (900u32, 440u32);
+        write_png(out, |tmp| {
+            let root = BitMapBackend::new(tmp, (cw * columns as u32, ch * rows as u32 + 40))
+                .into_drawing_area();
+            root.fill(&WHITE)?;
+            let (top, body) = root.split_vertically(40);
+            top.titled(title, ("sans-serif", 24))?;
+            let cells = body.split_evenly((rows, columns));
+            for ((cell, scene), v) in cells.iter().zip(scenes).zip(&views) {
+                let (head, area) = cell.split_vertically(26);
+                head.titled(&scene.title, ("sans-serif", 17))?;
+                for (panel, view) in area.split_evenly((1, v.len())).iter().zip(v) {
+                    scene.draw_view(panel, view)?;
+                }
             }
             root.present()?;
             Ok(())

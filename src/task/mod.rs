@@ -4,12 +4,13 @@
 //!
 //! The folder owns everything about a task: `shape` (the true constraint's primitives), `sim` (the
 //! kinematic simulator and rewards), `expert` (safe demonstrations from the true constraint), `spec`
-//! (the file's schema) and `compile` (its validation). A new constraint primitive goes into `shape`.
+//! (the file's schema), `compile` (its validation) and `suite` (generated tasks nobody tuned for). A new constraint primitive goes into `shape`.
 mod compile;
 pub mod expert;
 pub mod shape;
 pub mod sim;
 mod spec;
+pub mod suite;
 
 pub use spec::*;
 

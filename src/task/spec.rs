@@ -140,7 +140,7 @@ fn default_episodes() -> usize {
     30
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GridAxisSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]

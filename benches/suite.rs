@@ -1,0 +1,261 @@
+//! Learning on tasks nobody tuned for: a generated suite (`pucl suite`), expert demonstrations, the
+//! learn settings a new task file gets (no per-task file), several learning seeds. Prints per class
+//! (2-D, 3-D, velocity) the median and the worst task of IoU, recall, unsafe rate and goal reached,
+//! and for velocity tasks what predicting "all infeasible" would score on the same grid; draws the
+//! learned against the true constraint of a sample of tasks.
+//!
+//! `cargo bench --bench suite -- [--seed S] [--per-class N] [--learn-seeds K] [--png FILE]`
+//! (defaults: suite seed 1, 10 tasks per class, learning seeds 0..3, docs/suite.png). Settings are
+//! to be tuned on other suite seeds (e.g. 100..) than the one reported.
+use pucl::demos::DemoSet;
+use pucl::learn::network::Scratch;
+use pucl::learn::{LearnConfig, learn};
+use pucl::report::evaluate::evaluate;
+use pucl::report::metrics::for_each_grid_point;
+use pucl::report::plot::{Scene, Series};
+use pucl::task::Task;
+use pucl::task::suite::{SuiteTask, TaskClass, generate};
+use std::cell::RefCell;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// One task's results, medians over the learning seeds.
+struct TaskResult {
+    class: TaskClass,
+    name: String,
+    iou: f64,
+    recall: f64,
+    unsafe_pct: f64,
+    goal_pct: f64,
+    /// Learning runs that ended with nothing learned (no model: their unsafe and goal-reached rates
+    /// are not defined and are left out of the medians).
+    failed: usize,
+    /// IoU of predicting every grid point infeasible.
+    all_infeasible_iou: f64,
+    seconds: f64,
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
+    match args.iter().position(|a| a == name) {
+        Some(i) => match args.get(i + 1).map(|v| v.parse()) {
+            Some(Ok(v)) => v,
+            _ => {
+                eprintln!("{name} needs a value");
+                std::process::exit(2);
+            }
+        },
+        None => default,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        f64::NAN
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+/// The IoU of the constant prediction "infeasible": infeasible points over all points of the grid.
+fn all_infeasible_iou(task: &Task) -> f64 {
+    let (mut bad, mut all) = (0usize, 0usize);
+    for_each_grid_point(task, |x| {
+        all += 1;
+        bad += usize::from(task.truly_infeasible(x));
+    });
+    bad as f64 / all.max(1) as f64
+}
+
+fn run_task(
+    t: &SuiteTask,
+    demos: &DemoSet,
+    seeds: u64,
+    keep: &mut Option<LearnedPicture>,
+) -> TaskResult {
+    let task = &t.task;
+    let cfg = LearnConfig::for_task(task.name(), None).expect("settings for a new task");
+    let (mut iou, mut recall, mut uns, mut goal, mut secs) =
+        (vec![], vec![], vec![], vec![], vec![]);
+    let mut failed = 0;
+    for seed in 0..seeds {
+        let t0 = Instant::now();
+        match learn(task, demos, &cfg, seed, &mut |_| true) {
+            Ok(l) => {
+                secs.push(t0.elapsed().as_secs_f64());
+                let e = evaluate(
+                    task,
+                    &l.net,
+                    &l.dsm,
+                    0.5,
+                    &l.starts,
+                    task.spec.evaluation.episodes,
+                    seed,
+                )
+                .expect("evaluation");
+                iou.push(e.iou);
+                recall.push(e.recall);
+                uns.push(100.0 * e.unsafe_rate);
+                goal.push(100.0 * e.goal_reached);
+                if keep.is_none() {
+                    *keep = Some(LearnedPicture { net: l.net });
+                }
+            }
+            Err(_) => {
+                // Nothing learned: no constraint, so nothing is predicted infeasible.
+                failed += 1;
+                iou.push(0.0);
+                recall.push(0.0);
+            }
+        }
+    }
+    TaskResult {
+        class: t.class,
+        name: task.name().to_string(),
+        iou: median(iou),
+        recall: median(recall),
+        unsafe_pct: median(uns),
+        goal_pct: median(goal),
+        failed,
+        all_infeasible_iou: all_infeasible_iou(task),
+        seconds: median(secs),
+    }
+}
+
+/// A learned zeta as a heat-map field.
+type ZetaField<'a> = Box<dyn Fn(&[f64]) -> f64 + 'a>;
+
+struct LearnedPicture {
+    net: pucl::learn::network::Mlp,
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let seed: u64 = arg(&args, "--seed", 1);
+    let per_class: usize = arg(&args, "--per-class", 10);
+    let seeds: u64 = arg(&args, "--learn-seeds", 3);
+    let png: PathBuf = arg(
+        &args,
+        "--png",
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs/suite.png"),
+    );
+    let t0 = Instant::now();
+    let suite = generate(seed, per_class).expect("suite");
+    let mut results = Vec::new();
+    let mut pictures = Vec::new();
+    for (i, t) in suite.iter().enumerate() {
+        let demos = t.demonstrations(seed).expect("expert demonstrations");
+        let mut keep = None;
+        let r = run_task(t, &demos, seeds, &mut keep);
+        eprintln!(
+            "[{}/{}] {}: IoU {:.3}, recall {:.3}, unsafe {:.2} %, goal reached {:.0} %, {} of {seeds} learned nothing",
+            i + 1,
+            suite.len(),
+            r.name,
+            r.iou,
+            r.recall,
+            r.unsafe_pct,
+            r.goal_pct,
+            r.failed
+        );
+        // The first two tasks of each class go into the picture.
+        if i % per_class < 2 {
+            pictures.push((t.task.clone(), demos, keep));
+        }
+        results.push(r);
+    }
+    println!(
+        "Suite seed {seed}: {per_class} tasks per class, learning seeds 0..{seeds}, the settings a new task file gets; per task the median over seeds, then over tasks the median and the worst task"
+    );
+    println!();
+    println!(
+        "| class | tasks | IoU median (worst) | recall median (worst) | unsafe % median (worst) | goal reached % median (worst) | runs that learned nothing | all-infeasible IoU median | s per run |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    for class in TaskClass::ALL {
+        let rs: Vec<&TaskResult> = results.iter().filter(|r| r.class == class).collect();
+        let col = |f: &dyn Fn(&TaskResult) -> f64| {
+            rs.iter()
+                .map(|r| f(r))
+                .filter(|x| x.is_finite())
+                .collect::<Vec<_>>()
+        };
+        // Median and worst over the tasks that have the number ("-" when none has).
+        let cell = |v: Vec<f64>, worst_is_max: bool, digits: usize| {
+            if v.is_empty() {
+                return "-".to_string();
+            }
+            let worst = if worst_is_max {
+                v.iter().cloned().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                v.iter().cloned().fold(f64::INFINITY, f64::min)
+            };
+            format!("{:.digits$} ({worst:.digits$})", median(v))
+        };
+        println!(
+            "| {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.2} |",
+            class.label(),
+            rs.len(),
+            cell(col(&|r| r.iou), false, 3),
+            cell(col(&|r| r.recall), false, 3),
+            cell(col(&|r| r.unsafe_pct), true, 2),
+            cell(col(&|r| r.goal_pct), false, 1),
+            rs.iter().map(|r| r.failed).sum::<usize>(),
+            rs.len() * seeds as usize,
+            if class == TaskClass::Velocity {
+                format!("{:.3}", median(col(&|r| r.all_infeasible_iou)))
+            } else {
+                "-".into()
+            },
+            median(col(&|r| r.seconds)),
+        );
+    }
+    println!();
+    println!("Per task (median over seeds):");
+    println!();
+    println!("| task | IoU | recall | unsafe % | goal reached % | learned nothing |");
+    println!("|---|---|---|---|---|---|");
+    for r in &results {
+        println!(
+            "| {} | {:.3} | {:.3} | {:.2} | {:.1} | {} |",
+            r.name, r.iou, r.recall, r.unsafe_pct, r.goal_pct, r.failed
+        );
+    }
+    // The picture: learned zeta of the first learning seed against the true boundary.
+    let scratches: Vec<RefCell<Scratch>> = pictures.iter().map(|_| RefCell::default()).collect();
+    let fields: Vec<Option<ZetaField>> = pictures
+        .iter()
+        .zip(&scratches)
+        .map(|((_, _, keep), s)| {
+            keep.as_ref()
+                .map(|k| Box::new(move |x: &[f64]| k.net.zeta(x, &mut s.borrow_mut())) as ZetaField)
+        })
+        .collect();
+    let scenes: Vec<Scene> = pictures
+        .iter()
+        .zip(&fields)
+        .map(|((task, demos, _), f)| Scene {
+            task,
+            title: match f {
+                Some(_) => format!("{}: learned zeta, true boundary", task.name()),
+                None => format!("{}: nothing learned", task.name()),
+            },
+            field: f.as_deref(),
+            paths: vec![Series::demonstrations(task, demos)],
+            points: vec![],
+        })
+        .collect();
+    match Scene::render_grid(
+        &scenes,
+        2,
+        &format!("suite seed {seed}: learned vs true constraints"),
+        &png,
+    ) {
+        Ok(()) => println!("\nwrote {}", png.display()),
+        Err(e) => eprintln!("picture: {e}"),
+    }
+    println!("total {:.0} s", t0.elapsed().as_secs_f64());
+}
