@@ -8,6 +8,7 @@ use futures::task::LocalSpawnExt;
 use futures::{FutureExt, StreamExt};
 use pucl::demos::DemoSet;
 use pucl::deploy::model::ConstraintModel;
+use pucl::learn::derive::Derived;
 use pucl::learn::{IterationStats, LearnConfig, learn};
 use pucl::ros::{self, param_string};
 use pucl::task::Task;
@@ -30,7 +31,7 @@ enum Progress {
 fn prepare(
     goal: &LearnConstraint::Goal,
     defaults: &[String; 4],
-) -> Result<(Task, DemoSet, LearnConfig, PathBuf), String> {
+) -> Result<(Task, DemoSet, LearnConfig, PathBuf, Vec<Derived>), String> {
     let pick = |given: &str, default: &str| {
         if given.is_empty() {
             default.to_string()
@@ -45,8 +46,11 @@ fn prepare(
     }
     let demos = DemoSet::load(Path::new(&demos_path), &task).map_err(|e| e.to_string())?;
     let config = pick(&goal.config, &defaults[2]);
-    let cfg = LearnConfig::for_task(
-        task.name(),
+    // A task without settings of its own gets settings derived from the demonstrations.
+    let (cfg, derived) = LearnConfig::for_task_data(
+        &task,
+        &demos,
+        None,
         (!config.is_empty()).then_some(Path::new(&config)),
     )
     .map_err(|e| e.to_string())?;
@@ -54,7 +58,7 @@ fn prepare(
     if out.is_empty() {
         return Err("no output model file (goal.output and parameter model_path are empty)".into());
     }
-    Ok((task, demos, cfg, PathBuf::from(out)))
+    Ok((task, demos, cfg, PathBuf::from(out), derived))
 }
 
 fn result(
@@ -123,7 +127,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let prepared = prepare(&goal.goal, &defaults);
             let (task, demos, cfg, out) = match prepared {
-                Ok(p) => p,
+                Ok((task, demos, cfg, out, derived)) => {
+                    for d in &derived {
+                        r2r::log_info!(&logger, "derived {} = {} ({})", d.key, d.value, d.rule);
+                    }
+                    (task, demos, cfg, out)
+                }
                 Err(msg) => {
                     r2r::log_error!(&logger, "learn goal refused: {msg}");
                     let _ = goal.abort(result(false, msg, Path::new(""), 0, f64::NAN));

@@ -18,7 +18,8 @@ pub struct LearnArgs {
     /// Demonstrations (CSV or .json).
     #[arg(long)]
     demos: PathBuf,
-    /// Settings overriding config/learn/default.yaml and config/learn/<task>.yaml (any subset).
+    /// Settings (any subset) overriding config/learn/default.yaml and config/learn/<task>.yaml, or,
+    /// for a task without such a file, the settings derived from the task and its demonstrations.
     #[arg(long)]
     config: Option<PathBuf>,
     /// Seed of the network initialisation and minibatch order.
@@ -42,7 +43,23 @@ pub struct LearnArgs {
 pub fn run(a: LearnArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
     let set = DemoSet::load(&a.demos, &task)?;
-    let mut cfg = LearnConfig::for_task_policy(task.name(), a.policy, a.config.as_deref())?;
+    let (mut cfg, derived) =
+        LearnConfig::for_task_data(&task, &set, a.policy, a.config.as_deref())?;
+    if !derived.is_empty() {
+        // Never a silent fallback: say what was derived and from what.
+        eprintln!(
+            "task '{}' has no settings file in config/learn/: settings derived from the task and its demonstrations{}",
+            task.name(),
+            if a.config.is_some() {
+                " (your --config file overrides any of them)"
+            } else {
+                ""
+            }
+        );
+        for d in &derived {
+            eprintln!("  {} = {:.4}: {}", d.key, d.value, d.rule);
+        }
+    }
     if let Some(m) = a.method {
         cfg.method = m;
     }

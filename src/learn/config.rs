@@ -156,6 +156,22 @@ impl LearnConfig {
         policy: Option<PolicyKind>,
         user: Option<&Path>,
     ) -> Result<LearnConfig> {
+        Self::layered(task, policy, None, user)
+    }
+
+    /// Whether `config/learn/` has settings of the task's own (else they are derived from the data).
+    pub fn has_builtin_settings(task: &str) -> bool {
+        BUILTIN_CONFIGS[1..].iter().any(|(n, _)| *n == task)
+    }
+
+    /// The layers in order: default, the task's built-in files, `derived` (settings derived from the
+    /// data, for a task without built-in files), the user's file.
+    pub(crate) fn layered(
+        task: &str,
+        policy: Option<PolicyKind>,
+        derived: Option<serde_yaml_ng::Value>,
+        user: Option<&Path>,
+    ) -> Result<LearnConfig> {
         let parse = |text: &str, path: &Path| -> Result<serde_yaml_ng::Value> {
             serde_yaml_ng::from_str(text).map_err(|e| {
                 Error::file(
@@ -192,6 +208,9 @@ impl LearnConfig {
                     parse(text, Path::new(&format!("config/learn/{name}.yaml")))?,
                 );
             }
+        }
+        if let Some(d) = derived {
+            merge(&mut value, d);
         }
         let source = match (user, user_value) {
             (Some(p), Some(v)) => {

@@ -5,11 +5,13 @@
 //! the same start; the labeller ([`labeller`]) identifies the reliable infeasible states R among them
 //! ([`identify`] for PUCL) and trains zeta ([`network`]) on D (feasible) against R and the memory
 //! buffer M (infeasible); R is saved into M; the loop stops when R stops growing. [`config`] holds every
-//! setting, with the built-in files of `config/learn/`.
+//! setting, with the built-in files of `config/learn/`; [`derive`] derives them from the data for a
+//! task that has none.
 //!
 //! Where to add things: a policy is a [`Proposer`] in `proposer/`, a method a [`Labeller`] in
 //! `labeller/`; the loop below does not change for either.
 pub mod config;
+pub mod derive;
 pub mod gmm;
 pub mod identify;
 pub mod labeller;
@@ -195,7 +197,11 @@ fn stop_rule(it: usize, reliable: &Points, memory: &Points, cfg: &LearnConfig) -
 
 /// The task as learning sees it (the settings may replace its reward), checked against the settings
 /// and the demonstrations.
-fn learning_task<'a>(task: &'a Task, demos: &DemoSet, cfg: &LearnConfig) -> Result<Cow<'a, Task>> {
+pub(crate) fn learning_task<'a>(
+    task: &'a Task,
+    demos: &DemoSet,
+    cfg: &LearnConfig,
+) -> Result<Cow<'a, Task>> {
     cfg.validate().map_err(Error::Invalid)?;
     let task = match &cfg.reward {
         Some(r) => {
@@ -245,7 +251,7 @@ fn initial_zeta(demo_points: &Points, cfg: &LearnConfig, seed: u64) -> Mlp {
 
 /// The modulation settings the model is used with. For a velocity constraint the demonstrated
 /// commands are feasible: their mean is the reference of the projection unless one is configured.
-fn completed_dsm(task: &Task, demo_points: &Points, dsm: &DsmConfig) -> DsmConfig {
+pub(crate) fn completed_dsm(task: &Task, demo_points: &Points, dsm: &DsmConfig) -> DsmConfig {
     let mut dsm = dsm.clone();
     if PolicySpace::of(task) == Ok(PolicySpace::Velocity) && dsm.velocity_reference.is_none() {
         let n = demo_points.len() as f64;

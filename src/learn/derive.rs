@@ -1,0 +1,279 @@
+//! Settings from the data, for a task that has no settings file of its own: the values a user would
+//! otherwise tune, derived from the task and its demonstrations, each with the rule that gave it.
+//!
+//! - `dsm.speed` (position constraints): the fastest speed the action limit allows in every
+//!   direction, so that the proposals can beat the demonstrations' returns.
+//! - `dsm.gain`, `dsm.normalize_above` (velocity constraints): a DS that saturates the action box
+//!   until three goal tolerances from the goal (the time-optimal command).
+//! - `identify.d_r`: half the median, over the first proposals that pass the policy filter, of the
+//!   largest distance of a proposal's state to the demonstrations, and at most a twentieth of the
+//!   demonstrations' extent (the diagonal of their bounding box in feature space). A proposal that
+//!   beats its demonstration cuts the corner the constraint made the demonstration go around; its
+//!   deepest state measures how far the demonstrations had to go around. Where the proposals are
+//!   bounded by the action box rather than by an obstacle (a velocity limit), that depth says little
+//!   and the extent bounds d_r. Both are in the task's own units, so the rule carries across scales
+//!   and dimensions.
+//! - `dsm.safety_margin`: half of d_r. Reliable infeasible states lie at least d_r from the
+//!   demonstrations, so the learned boundary is undetermined over about d_r minus the clearance
+//!   the demonstrations kept; with no way to see that clearance, half of d_r is kept.
+use crate::demos::DemoSet;
+use crate::error::{Error, Result};
+use crate::learn::config::LearnConfig;
+use crate::learn::identify::{Points, knn_scores};
+use crate::learn::{completed_dsm, learning_task};
+use crate::policy::modulation::{DsmPolicy, PolicySpace};
+use crate::task::sim::{Simulator, Trajectory, replay_return};
+use crate::task::{ActionLimit, Task};
+use serde_yaml_ng::{Mapping, Value};
+
+/// One derived setting.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derived {
+    /// The setting's key, as in a learn config file (`identify.d_r`).
+    pub key: &'static str,
+    pub value: f64,
+    /// How it was derived, with the measured quantities.
+    pub rule: String,
+}
+
+/// Derive the settings for `task` from `demos`, starting from `base` (the defaults). Returns the
+/// values and a config layer holding them.
+pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<Derived>, Value)> {
+    let mut out = Vec::new();
+    let mut dsm = base.dsm.clone();
+    let space = PolicySpace::of(task).map_err(Error::Invalid)?;
+    let top = match &task.action_limit {
+        ActionLimit::Norm(c) => *c,
+        ActionLimit::Box(b) => b.iter().cloned().fold(f64::INFINITY, f64::min),
+    };
+    match space {
+        PolicySpace::Position => {
+            dsm.speed = top;
+            out.push(Derived {
+                key: "dsm.speed",
+                value: top,
+                rule: "the fastest speed the action limit allows in every direction".into(),
+            });
+        }
+        PolicySpace::Velocity => {
+            let widest = match &task.action_limit {
+                ActionLimit::Norm(c) => *c,
+                ActionLimit::Box(b) => b.iter().cloned().fold(0.0, f64::max),
+            };
+            dsm.gain = widest / (3.0 * task.spec.goal.tolerance);
+            dsm.normalize_above = None;
+            out.push(Derived {
+                key: "dsm.gain",
+                value: dsm.gain,
+                rule: format!(
+                    "saturates the action box ({widest}) until 3 goal tolerances ({}) from the goal",
+                    task.spec.goal.tolerance
+                ),
+            });
+        }
+    }
+    let mut probe = base.clone();
+    probe.dsm = dsm.clone();
+    let extent = demo_extent(task, demos);
+    let cap = EXTENT_FRACTION * extent;
+    let (d_r, rule) = match d_r_from_proposals(task, demos, &probe)? {
+        Some((d, rule)) if d <= cap => (d, rule),
+        Some((d, _)) => (
+            cap,
+            format!(
+                "a twentieth of the demonstrations' extent ({extent:.4}), below half the proposals' median depth ({d:.4})"
+            ),
+        ),
+        None => (
+            cap,
+            format!(
+                "a twentieth of the demonstrations' extent ({extent:.4}): no proposal left the demonstrations"
+            ),
+        ),
+    };
+    out.push(Derived {
+        key: "identify.d_r",
+        value: d_r,
+        rule,
+    });
+    let margin = 0.5 * d_r;
+    out.push(Derived {
+        key: "dsm.safety_margin",
+        value: margin,
+        rule: "half of d_r (the demonstrations' clearance cannot be seen)".into(),
+    });
+    Ok((out.clone(), layer(&out, space)))
+}
+
+/// d_r is at most this fraction of the demonstrations' extent.
+const EXTENT_FRACTION: f64 = 0.05;
+
+/// The diagonal of the demonstrations' bounding box in feature space.
+fn demo_extent(task: &Task, demos: &DemoSet) -> f64 {
+    let d = task.feature_dim();
+    let pts = demos.feature_points(task);
+    (0..d)
+        .map(|k| {
+            let (lo, hi) = pts
+                .iter()
+                .skip(k)
+                .step_by(d)
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+                    (l.min(*v), h.max(*v))
+                });
+            (hi - lo).max(0.0).powi(2)
+        })
+        .sum::<f64>()
+        .sqrt()
+}
+
+/// Half the median deepest distance of the first filtered proposals from the demonstrations.
+fn d_r_from_proposals(
+    task: &Task,
+    demos: &DemoSet,
+    cfg: &LearnConfig,
+) -> Result<Option<(f64, String)>> {
+    let task = &learning_task(task, demos, cfg)?;
+    let d = task.feature_dim();
+    let demo_points = Points {
+        dim: d,
+        data: demos.feature_points(task),
+    };
+    let dsm = completed_dsm(task, &demo_points, &cfg.dsm);
+    let mut sim = Simulator::new(task);
+    let mut traj = Trajectory::with_capacity(task);
+    let (mut kept, mut all) = (Vec::new(), Vec::new());
+    for (i, demo) in demos.demos.iter().enumerate() {
+        let demo_return = replay_return(&mut sim, &demo.states, &demo.actions);
+        let mut policy = DsmPolicy::new(task, None, &dsm).map_err(Error::Invalid)?;
+        sim.rollout(&demos.start_states()[i], &mut policy, &mut traj);
+        let mut p = Points::new(d);
+        let mut psi = vec![0.0; d];
+        for t in 0..traj.len() {
+            task.features_into(traj.state(t), traj.action(t), &mut psi);
+            p.push(&psi);
+        }
+        if p.is_empty() {
+            continue;
+        }
+        let deepest = knn_scores(&demo_points, &p, 1, cfg.identify.metric)?
+            .into_iter()
+            .fold(0.0, f64::max);
+        all.push(deepest);
+        if (1.0 - cfg.policy_filter.delta) * traj.episode_return >= demo_return {
+            kept.push(deepest);
+        }
+    }
+    let (which, mut v) = if kept.is_empty() {
+        ("all proposals (none beat its demonstration)", all)
+    } else {
+        ("the proposals that beat their demonstrations", kept)
+    };
+    if v.is_empty() {
+        return Ok(None);
+    }
+    v.sort_by(f64::total_cmp);
+    let median = v[v.len() / 2];
+    if median <= 0.0 {
+        return Ok(None);
+    }
+    Ok(Some((
+        0.5 * median,
+        format!(
+            "half the median deepest distance from the demonstrations ({median:.4}) of {which}, {} of {}",
+            v.len(),
+            demos.len()
+        ),
+    )))
+}
+
+/// The derived values as a learn config layer.
+fn layer(derived: &[Derived], space: PolicySpace) -> Value {
+    let mut root = Mapping::new();
+    for d in derived {
+        let (section, key) = d.key.split_once('.').expect("section.key");
+        let entry = root
+            .entry(Value::from(section))
+            .or_insert_with(|| Value::Mapping(Mapping::new()));
+        if let Value::Mapping(m) = entry {
+            m.insert(Value::from(key), Value::from(d.value));
+        }
+    }
+    if space == PolicySpace::Velocity
+        && let Some(Value::Mapping(m)) = root.get_mut(Value::from("dsm"))
+    {
+        m.insert(Value::from("normalize_above"), Value::Null);
+    }
+    Value::Mapping(root)
+}
+
+impl LearnConfig {
+    /// The settings for learning `task` from `demos`: the task's built-in files if it has them, else
+    /// the defaults with the settings derived from the data ([`derive`]); the user's file (any
+    /// subset) on top. Returns the derived values (empty with built-in files), to be shown.
+    pub fn for_task_data(
+        task: &Task,
+        demos: &DemoSet,
+        policy: Option<crate::learn::PolicyKind>,
+        user: Option<&std::path::Path>,
+    ) -> Result<(LearnConfig, Vec<Derived>)> {
+        if LearnConfig::has_builtin_settings(task.name()) {
+            return Ok((Self::for_task_policy(task.name(), policy, user)?, vec![]));
+        }
+        let base = Self::layered(task.name(), policy, None, None)?;
+        let (derived, layer) = derive(task, demos, &base)?;
+        let cfg = Self::layered(task.name(), policy, Some(layer), user)?;
+        Ok((cfg, derived))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn renamed(name: &str, new: &str) -> Task {
+        let mut t = Task::load(name).unwrap();
+        t.spec.name = new.into();
+        t
+    }
+
+    #[test]
+    fn a_renamed_cylinder_task_derives_the_d_r_scale_of_its_obstacle() {
+        let task = renamed("reach_obstacle_3d", "my_cylinder");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos =
+            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
+        let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
+        let d_r = cfg.identify.d_r.unwrap();
+        // The cylinder has radius 4 cm and the demonstrations pass about 1 cm from it: the straight
+        // proposals reach about 5 cm deep, so d_r is a few centimetres (the tuned file has 2.5 cm).
+        assert!((0.01..0.05).contains(&d_r), "{derived:?}");
+        assert_eq!(cfg.dsm.safety_margin, 0.5 * d_r);
+        assert_eq!(cfg.dsm.speed, 1.0);
+        assert!(derived.iter().any(|d| d.key == "identify.d_r"));
+        // A built-in name keeps its own file and derives nothing.
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
+        assert!(derived.is_empty());
+        assert_eq!(cfg.identify.d_r, Some(0.025));
+    }
+
+    #[test]
+    fn the_user_file_overrides_a_derived_setting() {
+        let task = renamed("point_ellipse_2d", "my_ellipses");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("learn.yaml");
+        std::fs::write(&p, "identify: {d_r: 0.2}\n").unwrap();
+        let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, Some(&p)).unwrap();
+        assert_eq!(cfg.identify.d_r, Some(0.2));
+        // The 2-D task's norm limit of 2 sets the proposals' speed.
+        assert_eq!(cfg.dsm.speed, 2.0);
+        assert!(
+            derived
+                .iter()
+                .any(|d| d.key == "dsm.speed" && d.value == 2.0)
+        );
+    }
+}
