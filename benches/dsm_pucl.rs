@@ -3,7 +3,7 @@
 //! per-task settings in config/learn/ were chosen on seeds 0-3.
 use pucl::demos::DemoSet;
 use pucl::learn::{LearnConfig, learn};
-use pucl::report::evaluate::evaluate;
+use pucl::report::evaluate::evaluate_learned;
 use pucl::task::Task;
 use std::path::Path;
 use std::time::Instant;
@@ -86,16 +86,7 @@ fn main() {
             let t0 = Instant::now();
             let learned = learn(&task, &demos, &cfg, seed, &mut |_| true).expect("learning");
             secs.push(t0.elapsed().as_secs_f64());
-            let e = evaluate(
-                &task,
-                &learned.net,
-                &learned.dsm,
-                0.5,
-                &learned.starts,
-                task.spec.evaluation.episodes,
-                seed,
-            )
-            .expect("evaluation");
+            let e = evaluate_learned(&task, &learned, seed).expect("evaluation");
             iou.push(e.iou);
             rec.push(e.recall);
             prec.push(e.precision);

@@ -30,17 +30,7 @@ fn main() {
     let task = Task::load("reach_obstacle_3d").expect("built-in task");
     let cfg = LearnConfig::for_task(task.name(), None).expect("settings");
     // The steps of one demonstration, to size the sets.
-    let one = generate(
-        &task,
-        &ExpertOptions {
-            count: 12,
-            seed: 0,
-            jitter: None,
-            margin: None,
-        },
-        &mut |_| {},
-    )
-    .expect("expert");
+    let one = generate(&task, &ExpertOptions::count(12), &mut |_| {}).expect("expert");
     let per_demo = one.iter().map(|t| t.len()).sum::<usize>() as f64 / one.len() as f64;
     println!(
         "reach_obstacle_3d, its settings (config/learn/reach_obstacle_3d.yaml), learning seed 0; median of {repeats}"
@@ -54,10 +44,9 @@ fn main() {
         let trajs = generate(
             &task,
             &ExpertOptions {
-                count,
                 seed: 1,
                 jitter: Some(0.02),
-                margin: None,
+                ..ExpertOptions::count(count)
             },
             &mut |_| {},
         )

@@ -12,7 +12,7 @@
 use pucl::demos::DemoSet;
 use pucl::learn::network::Scratch;
 use pucl::learn::{LearnConfig, learn};
-use pucl::report::evaluate::evaluate;
+use pucl::report::evaluate::evaluate_learned;
 use pucl::report::metrics::for_each_grid_point;
 use pucl::report::plot::{Scene, Series};
 use pucl::task::Task;
@@ -89,16 +89,7 @@ fn run_task(
         match learn(task, demos, &cfg, seed, &mut |_| true) {
             Ok(l) => {
                 secs.push(t0.elapsed().as_secs_f64());
-                let e = evaluate(
-                    task,
-                    &l.net,
-                    &l.dsm,
-                    0.5,
-                    &l.starts,
-                    task.spec.evaluation.episodes,
-                    seed,
-                )
-                .expect("evaluation");
+                let e = evaluate_learned(task, &l, seed).expect("evaluation");
                 iou.push(e.iou);
                 recall.push(e.recall);
                 uns.push(100.0 * e.unsafe_rate);

@@ -1,6 +1,7 @@
 //! Evaluation of a learned constraint against the task's truth: the network as a classifier on the
 //! task's grid, and episodes of the policy that uses it (the unsafe rate beside goal reaching).
 use crate::error::{Error, Result};
+use crate::learn::Learned;
 use crate::learn::network::Mlp;
 use crate::policy::crl::GaussianPolicy;
 use crate::policy::modulation::{DsmConfig, DsmPolicy};
@@ -151,4 +152,18 @@ pub fn evaluate(
             })
             .collect(),
     })
+}
+
+/// [`evaluate`] of a learning result as its model file is used: threshold 0.5, its modulation settings,
+/// the task's number of evaluation episodes from the demonstration starts.
+pub fn evaluate_learned(task: &Task, learned: &Learned, seed: u64) -> Result<Evaluation> {
+    evaluate(
+        task,
+        &learned.net,
+        &learned.dsm,
+        0.5,
+        &learned.starts,
+        task.spec.evaluation.episodes,
+        seed,
+    )
 }

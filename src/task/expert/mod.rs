@@ -29,6 +29,18 @@ pub struct ExpertOptions {
     pub margin: Option<f64>,
 }
 
+impl ExpertOptions {
+    /// `count` demonstrations with seed 0 and the task's own jitter and margin.
+    pub fn count(count: usize) -> Self {
+        ExpertOptions {
+            count,
+            seed: 0,
+            jitter: None,
+            margin: None,
+        }
+    }
+}
+
 /// Generate `count` expert demonstrations; `progress` is called after each one.
 pub fn generate(
     task: &Task,
@@ -262,17 +274,7 @@ mod tests {
     #[test]
     fn velocity_expert_respects_the_limits_and_goes_around_the_blocking_cylinder() {
         let t = Task::load("reach_velocity_3d").unwrap();
-        let trajs = generate(
-            &t,
-            &ExpertOptions {
-                count: 12,
-                seed: 0,
-                jitter: None,
-                margin: None,
-            },
-            &mut |_| {},
-        )
-        .unwrap();
+        let trajs = generate(&t, &ExpertOptions::count(12), &mut |_| {}).unwrap();
         for tr in &trajs {
             assert!(tr.reached_goal && tr.truly_feasible());
             for i in 0..tr.len() {
