@@ -129,6 +129,20 @@ fn query_reads_many_points_from_a_csv_file_or_stdin_and_answers_as_for_arguments
 }
 
 #[test]
+fn query_of_extreme_finite_values_answers_finite_numbers() {
+    let m = model_3d().to_str().unwrap();
+    let o = pucl(&["query", "--model", m, "--json", "1e308", "-1e308", "1e308"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    for k in ["zeta", "gradient"] {
+        assert!(
+            v[k].as_array().unwrap().iter().all(|x| x.is_f64()),
+            "{k} has a null (NaN): {v}"
+        );
+    }
+}
+
+#[test]
 fn eval_warns_when_the_model_was_learned_for_another_task() {
     let d = tempfile::tempdir().unwrap();
     let task = d.path().join("my_cylinder.yaml");

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 
 const LEAK: f64 = 0.01;
 
+/// Normalized inputs are clamped to +-this: a finite input as extreme as 1e308 would otherwise
+/// overflow to infinity and give NaN (inf - inf) in the first layer. A billion standard deviations
+/// from the data changes no answer there (zeta is 0 or 1 long before), and keeps every answer finite.
+const INPUT_LIMIT: f64 = 1e9;
 /// The network's parameters. Layer l maps sizes[l] -> sizes[l+1]; its weights (row-major,
 /// sizes[l+1] x sizes[l]) then biases are stored one after another in `params`. Inputs are mapped
 /// x' = (x - input_offset) * input_scale first (identity for raw inputs).
@@ -187,7 +191,7 @@ impl Mlp {
             x.iter()
                 .zip(&self.input_offset)
                 .zip(&self.input_scale)
-                .map(|((v, o), s)| (v - o) * s),
+                .map(|((v, o), s)| ((v - o) * s).clamp(-INPUT_LIMIT, INPUT_LIMIT)),
         );
         scratch.pre.clear();
         for l in 0..nl {
@@ -232,7 +236,9 @@ impl Mlp {
     fn normalized(&self, x: ArrayView2<f64>) -> Array2<f64> {
         let mut a = x.to_owned();
         for (k, mut col) in a.axis_iter_mut(Axis(1)).enumerate() {
-            col.mapv_inplace(|v| (v - self.input_offset[k]) * self.input_scale[k]);
+            col.mapv_inplace(|v| {
+                ((v - self.input_offset[k]) * self.input_scale[k]).clamp(-INPUT_LIMIT, INPUT_LIMIT)
+            });
         }
         a
     }
@@ -551,5 +557,29 @@ mod tests {
         let mut n = net();
         n.params[0] = f64::NAN;
         assert!(n.validate().is_err());
+    }
+
+    #[test]
+    fn extreme_finite_inputs_give_finite_zeta_and_gradient() {
+        let mut n = Mlp::new(3, &[8, 8], 1);
+        n.input_offset = vec![0.5, 0.0, 0.0];
+        n.input_scale = vec![10.0, 10.0, 10.0];
+        let mut s = Scratch::default();
+        let mut g = [0.0; 3];
+        for x in [
+            [1e308, -1e308, 1e308],
+            [f64::MAX, f64::MIN, 0.0],
+            [-1e300, 1e-300, 1e200],
+        ] {
+            let logit = n.logit_and_grad(&x, &mut g, &mut s);
+            let z = n.zeta(&x, &mut s);
+            assert!(
+                logit.is_finite() && g.iter().all(|v| v.is_finite()),
+                "{x:?}"
+            );
+            assert!((0.0..=1.0).contains(&z), "{x:?}: {z}");
+            let batch = n.zeta_batch(ndarray::arr2(&[x]).view());
+            assert!(batch[0].is_finite(), "{x:?}");
+        }
     }
 }

@@ -56,6 +56,10 @@ def test_malformed_request_gets_an_error_and_the_node_keeps_serving(start_node, 
     assert "finite" in r.error
     r = call(node, client, QueryFeasibility.Request(states=[0.55, 0.0, 0.05]))
     assert r.error == "" and list(r.feasible) == [False]
+    # Extreme but finite states get finite answers, not NaN.
+    r = call(node, client, QueryFeasibility.Request(states=[1e308, -1e308, 1e308]))
+    assert r.error == "" and len(r.zeta) == 1
+    assert all(math.isfinite(v) for v in list(r.zeta) + list(r.gradient)), (r.zeta, r.gradient)
     node.destroy_node()
 
 
