@@ -586,4 +586,24 @@ mod tests {
                 .contains("3-D")
         );
     }
+
+    #[test]
+    fn extreme_finite_poses_and_commands_give_a_finite_twist() {
+        let mut f = filter();
+        for (pose, cmd) in [
+            ([1e308, -1e308, 1e308], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0]),
+            ([0.5, 0.0, 0.05], [1e308, -1e308, 1e308, 1e308, 0.0, 0.0]),
+            ([-1e300, 1e300, 0.05], [-1e300, 1e-300, 0.0, 0.0, 0.0, 0.0]),
+        ] {
+            f.set_pose(0.0, pose);
+            f.set_command(0.0, cmd);
+            let o = f.output(0.0);
+            assert!(
+                o.twist.iter().all(|v| v.is_finite()),
+                "{pose:?} {cmd:?}: {:?} ({:?})",
+                o.twist,
+                o.status
+            );
+        }
+    }
 }
