@@ -10,7 +10,7 @@
 //! `cargo bench --bench suite -- --renamed [--learn-seeds K]` learns the built-in tasks under new
 //! names from the reference demonstrations instead, so they get derived settings too.
 use pucl::demos::DemoSet;
-use pucl::learn::network::Scratch;
+use pucl::learn::network::{Mlp, Scratch};
 use pucl::learn::{LearnConfig, learn};
 use pucl::report::evaluate::evaluate_learned;
 use pucl::report::metrics::for_each_grid_point;
@@ -72,12 +72,7 @@ fn all_infeasible_iou(task: &Task) -> f64 {
     bad as f64 / all.max(1) as f64
 }
 
-fn run_task(
-    t: &SuiteTask,
-    demos: &DemoSet,
-    seeds: u64,
-    keep: &mut Option<LearnedPicture>,
-) -> TaskResult {
+fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) -> TaskResult {
     let task = &t.task;
     let (cfg, _) =
         LearnConfig::for_task_data(task, demos, None, None).expect("settings for a new task");
@@ -95,7 +90,7 @@ fn run_task(
                 uns.push(100.0 * e.unsafe_rate);
                 goal.push(100.0 * e.goal_reached);
                 if keep.is_none() {
-                    *keep = Some(LearnedPicture { net: l.net });
+                    *keep = Some(l.net);
                 }
             }
             Err(_) => {
@@ -121,10 +116,6 @@ fn run_task(
 
 /// A learned zeta as a heat-map field.
 type ZetaField<'a> = Box<dyn Fn(&[f64]) -> f64 + 'a>;
-
-struct LearnedPicture {
-    net: pucl::learn::network::Mlp,
-}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -229,7 +220,7 @@ fn main() {
         .zip(&scratches)
         .map(|((_, _, keep), s)| {
             keep.as_ref()
-                .map(|k| Box::new(move |x: &[f64]| k.net.zeta(x, &mut s.borrow_mut())) as ZetaField)
+                .map(|k| Box::new(move |x: &[f64]| k.zeta(x, &mut s.borrow_mut())) as ZetaField)
         })
         .collect();
     let scenes: Vec<Scene> = pictures

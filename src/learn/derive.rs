@@ -20,7 +20,7 @@ use crate::demos::DemoSet;
 use crate::error::{Error, Result};
 use crate::learn::config::LearnConfig;
 use crate::learn::identify::{Points, knn_scores};
-use crate::learn::{completed_dsm, learning_task};
+use crate::learn::{completed_dsm, feature_points, learning_task};
 use crate::policy::modulation::{DsmPolicy, PolicySpace};
 use crate::task::sim::{Simulator, Trajectory, replay_return};
 use crate::task::{ActionLimit, Task};
@@ -102,7 +102,8 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
         value: margin,
         rule: "half of d_r (the demonstrations' clearance cannot be seen)".into(),
     });
-    Ok((out.clone(), layer(&out, space)))
+    let layer = layer(&out, space);
+    Ok((out, layer))
 }
 
 /// d_r is at most this fraction of the demonstrations' extent.
@@ -143,16 +144,11 @@ fn d_r_from_proposals(
     let mut sim = Simulator::new(task);
     let mut traj = Trajectory::with_capacity(task);
     let (mut kept, mut all) = (Vec::new(), Vec::new());
-    for (i, demo) in demos.demos.iter().enumerate() {
+    for (demo, start) in demos.demos.iter().zip(demos.start_states()) {
         let demo_return = replay_return(&mut sim, &demo.states, &demo.actions);
         let mut policy = DsmPolicy::new(task, None, &dsm).map_err(Error::Invalid)?;
-        sim.rollout(&demos.start_states()[i], &mut policy, &mut traj);
-        let mut p = Points::new(d);
-        let mut psi = vec![0.0; d];
-        for t in 0..traj.len() {
-            task.features_into(traj.state(t), traj.action(t), &mut psi);
-            p.push(&psi);
-        }
+        sim.rollout(&start, &mut policy, &mut traj);
+        let p = feature_points(task, &traj);
         if p.is_empty() {
             continue;
         }

@@ -309,6 +309,10 @@ fn policy_filter(
     let f = &cfg.policy_filter;
     let mut scratch = Scratch::default();
     let mut passes = |r: &Rollout| {
+        if (1.0 - f.delta) * r.episode_return < demo_returns[r.start] {
+            return false;
+        }
+        // Only a rollout that beats its demonstration needs zeta on every state.
         let cost = match zeta.learned() {
             Some(net) if !r.points.is_empty() => {
                 let infeasible = r.points.rows().filter(|p| net.zeta(p, &mut scratch) < 0.5);
@@ -316,7 +320,7 @@ fn policy_filter(
             }
             _ => 0.0,
         };
-        (1.0 - f.delta) * r.episode_return >= demo_returns[r.start] && cost <= f.max_mean_cost
+        cost <= f.max_mean_cost
     };
     let filtered = labeller.uses_policy_filter();
     rollouts
@@ -326,7 +330,8 @@ fn policy_filter(
         .collect()
 }
 
-fn feature_points(task: &Task, t: &Trajectory) -> Points {
+/// A trajectory's states as feature points psi(s, a).
+pub(crate) fn feature_points(task: &Task, t: &Trajectory) -> Points {
     let d = task.feature_dim();
     let mut p = Points {
         dim: d,
