@@ -272,7 +272,8 @@ def main():
                 print(f"run {i} from {r3(start)} to {r3(goal)} stopped short at {r3(poses[-1])}", file=sys.stderr)
         bad, steps, which = loop.violations(runs)
         print(f"model {r.model_path}: IoU {ev['iou']:.3f}, recall {ev['recall']:.3f}, precision {ev['precision']:.3f}, "
-              f"unsafe rate of the DSM policy {100 * ev['unsafe_rate']:.3f} %")
+              f"unsafe rate of the DSM policy {100 * ev['unsafe_rate']:.3f} % "
+              f"(goal reached in {100 * ev['goal_reached']:.1f} % of its episodes)")
         print(f"filtered runs of a controller that ignores the obstacle: {len(runs)}, goal reached {reached}, "
               f"true violations {bad} of {steps} steps -> {'stayed feasible' if bad == 0 else 'VIOLATED in runs ' + str(which)}")
         sys.exit(0 if bad == 0 else 1)
