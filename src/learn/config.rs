@@ -71,6 +71,12 @@ pub struct LearnConfig {
     /// Weigh both classes equally in the loss (the reference's plain BCE lets the ~20x larger
     /// demonstration set push the boundary into the infeasible data).
     pub balance_classes: bool,
+    /// Velocity constraints: the commands between the zero command and each demonstrated one count
+    /// as demonstrated (D is star-shaped around zero), so stopping and slowing down stay feasible
+    /// and the policy projects its commands along rays from zero. Position constraints ignore it.
+    /// Absent from model files written before it existed: off.
+    #[serde(default)]
+    pub star_prior: bool,
     /// Reliable infeasible identification.
     pub identify: IdentifyConfig,
     pub policy_filter: PolicyFilter,

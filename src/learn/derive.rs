@@ -13,14 +13,16 @@
 //!   bounded by the action box rather than by an obstacle (a velocity limit), that depth says little
 //!   and the extent bounds d_r. Both are in the task's own units, so the rule carries across scales
 //!   and dimensions.
-//! - `dsm.safety_margin`: half of d_r. Reliable infeasible states lie at least d_r from the
-//!   demonstrations, so the learned boundary is undetermined over about d_r minus the clearance
-//!   the demonstrations kept; with no way to see that clearance, half of d_r is kept.
+//! - `dsm.safety_margin`: half of d_r for position constraints. Reliable infeasible states lie at
+//!   least d_r from the demonstrations, so the learned boundary is undetermined over about d_r minus
+//!   the clearance the demonstrations kept; with no way to see that clearance, half of d_r is kept.
+//!   All of d_r for velocity constraints: demonstrated commands ride the limit (no clearance), and
+//!   the margin is checked around the command along every axis.
 use crate::demos::DemoSet;
 use crate::error::{Error, Result};
 use crate::learn::config::LearnConfig;
-use crate::learn::identify::{Points, knn_scores};
-use crate::learn::{completed_dsm, feature_points, learning_task};
+use crate::learn::identify::knn_scores;
+use crate::learn::{completed_dsm, demonstrated_points, feature_points, learning_task};
 use crate::policy::modulation::{DsmPolicy, PolicySpace};
 use crate::task::sim::{Simulator, Trajectory, replay_return};
 use crate::task::{ActionLimit, Task};
@@ -96,11 +98,20 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
         value: d_r,
         rule,
     });
-    let margin = 0.5 * d_r;
+    let (margin, rule) = match space {
+        PolicySpace::Position => (
+            0.5 * d_r,
+            "half of d_r (the demonstrations' clearance cannot be seen)",
+        ),
+        PolicySpace::Velocity => (
+            d_r,
+            "d_r (commands ride the limit: the demonstrations keep no clearance from it)",
+        ),
+    };
     out.push(Derived {
         key: "dsm.safety_margin",
         value: margin,
-        rule: "half of d_r (the demonstrations' clearance cannot be seen)".into(),
+        rule: rule.into(),
     });
     let layer = layer(&out, space);
     Ok((out, layer))
@@ -135,12 +146,8 @@ fn d_r_from_proposals(
     cfg: &LearnConfig,
 ) -> Result<Option<(f64, String)>> {
     let task = &learning_task(task, demos, cfg)?;
-    let d = task.feature_dim();
-    let demo_points = Points {
-        dim: d,
-        data: demos.feature_points(task),
-    };
-    let dsm = completed_dsm(task, &demo_points, &cfg.dsm);
+    let demo_points = demonstrated_points(task, demos, cfg);
+    let dsm = completed_dsm(task, demos, cfg);
     let mut sim = Simulator::new(task);
     let mut traj = Trajectory::with_capacity(task);
     let (mut kept, mut all) = (Vec::new(), Vec::new());

@@ -101,10 +101,7 @@ pub fn learn(
 ) -> Result<Learned> {
     let t0 = Instant::now();
     let task = &learning_task(task, demos, cfg)?;
-    let demo_points = Points {
-        dim: task.feature_dim(),
-        data: demos.feature_points(task),
-    };
+    let demo_points = demonstrated_points(task, demos, cfg);
     let starts = demos.start_states();
     let mut sim = Simulator::new(task);
     let demo_returns: Vec<f64> = demos
@@ -115,7 +112,7 @@ pub fn learn(
     let mut net = initial_zeta(&demo_points, cfg, seed);
     let mut adam = Adam::new(net.params.len(), cfg.lr, cfg.adam_eps);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let dsm = completed_dsm(task, &demo_points, &cfg.dsm);
+    let dsm = completed_dsm(task, demos, cfg);
     let mut policy = proposer::for_config(task, demos, cfg, &dsm, seed)?;
     let mut labeller = labeller::for_config(cfg, &demo_points, seed)?;
     let mut memory_buffer = Points::new(demo_points.dim);
@@ -251,13 +248,42 @@ fn initial_zeta(demo_points: &Points, cfg: &LearnConfig, seed: u64) -> Mlp {
 
 /// The modulation settings the model is used with. For a velocity constraint the demonstrated
 /// commands are feasible: their mean is the reference of the projection unless one is configured.
-pub(crate) fn completed_dsm(task: &Task, demo_points: &Points, dsm: &DsmConfig) -> DsmConfig {
-    let mut dsm = dsm.clone();
+/// Fractions of each demonstrated command that the star-shaped prior adds to D (zero once).
+const STAR_PRIOR_FRACTIONS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
+
+/// D in feature space: the demonstrations' points and, for a velocity constraint with
+/// `star_prior`, the zero command and points on the segments from it to each demonstrated command.
+pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Points {
+    let mut d = Points {
+        dim: task.feature_dim(),
+        data: demos.feature_points(task),
+    };
+    if cfg.star_prior && PolicySpace::of(task) == Ok(PolicySpace::Velocity) {
+        let demonstrated = d.data.clone();
+        d.data.extend(std::iter::repeat_n(0.0, d.dim));
+        for a in demonstrated.chunks(d.dim) {
+            for f in STAR_PRIOR_FRACTIONS {
+                d.data.extend(a.iter().map(|c| f * c));
+            }
+        }
+    }
+    d
+}
+
+/// The modulation settings completed from the data: a velocity constraint's projection reference is
+/// the demonstrations' mean command (the star-shaped prior's points excluded: a command the robot
+/// was shown, inside the learned feasible set, and one that moves).
+pub(crate) fn completed_dsm(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> DsmConfig {
+    let mut dsm = cfg.dsm.clone();
     if PolicySpace::of(task) == Ok(PolicySpace::Velocity) && dsm.velocity_reference.is_none() {
-        let n = demo_points.len() as f64;
+        let shown = Points {
+            dim: task.feature_dim(),
+            data: demos.feature_points(task),
+        };
+        let n = shown.len() as f64;
         dsm.velocity_reference = Some(
-            (0..demo_points.dim)
-                .map(|k| demo_points.rows().map(|r| r[k]).sum::<f64>() / n)
+            (0..shown.dim)
+                .map(|k| shown.rows().map(|r| r[k]).sum::<f64>() / n)
                 .collect(),
         );
     }

@@ -14,13 +14,19 @@ pub struct DsmProposer {
 }
 
 impl DsmProposer {
-    pub fn new(dsm: &DsmConfig) -> Self {
-        DsmProposer {
-            probe: DsmConfig {
-                safety_margin: 0.0,
-                ..dsm.clone()
-            },
+    /// `star_prior`: the constraint is on the command and D is star-shaped around the zero command
+    /// (`LearnConfig::star_prior`). The rollouts then project their commands along rays from zero,
+    /// so that they probe the learned boundary in every direction a command can take from a stop,
+    /// not only around the demonstrations' mean command, which the model's users project from.
+    pub fn new(dsm: &DsmConfig, star_prior: bool) -> Self {
+        let mut probe = DsmConfig {
+            safety_margin: 0.0,
+            ..dsm.clone()
+        };
+        if star_prior && let Some(r) = probe.velocity_reference.as_mut() {
+            r.iter_mut().for_each(|c| *c = 0.0);
         }
+        DsmProposer { probe }
     }
 }
 

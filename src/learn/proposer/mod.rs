@@ -86,7 +86,7 @@ pub fn for_config(
     seed: u64,
 ) -> Result<Box<dyn Proposer>> {
     Ok(match cfg.policy {
-        PolicyKind::Dsm => Box::new(DsmProposer::new(dsm)),
+        PolicyKind::Dsm => Box::new(DsmProposer::new(dsm, cfg.star_prior)),
         PolicyKind::Crl => Box::new(CrlProposer::new(task, demos, &cfg.crl, seed)?),
     })
 }
