@@ -5,6 +5,7 @@
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
+use pucl::deploy::filter::FilterConfig;
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use pucl::task::Task;
 use pucl::task::expert::Expert;
@@ -65,7 +66,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cmd_timeout = param_f64(
         &node,
         "cmd_timeout",
-        0.5,
+        // No longer than the safety filter's horizon (lookahead_time): if the filter dies, the arm
+        // stops within the motion the filter last checked.
+        FilterConfig::default().lookahead_time,
         "s after which the last command is dropped (stop)",
     );
     let margin = param_f64(

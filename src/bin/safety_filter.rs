@@ -42,9 +42,31 @@ fn values(t: &Twist) -> [f64; 6] {
     ]
 }
 
+#[derive(Clone)]
 enum Out {
     Plain(r2r::Publisher<Twist>),
     Stamped(r2r::Publisher<TwistStamped>, String),
+}
+
+impl Out {
+    /// Publish `v`, stamped now in `frame` (the default frame when none).
+    fn publish(&self, v: &[f64; 6], frame: Option<String>) {
+        match self {
+            Out::Plain(p) => {
+                let _ = p.publish(&twist(v));
+            }
+            Out::Stamped(p, default_frame) => {
+                let header = r2r::std_msgs::msg::Header {
+                    stamp: ros::stamp(),
+                    frame_id: frame.unwrap_or_else(|| default_frame.clone()),
+                };
+                let _ = p.publish(&TwistStamped {
+                    header,
+                    twist: twist(v),
+                });
+            }
+        }
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -166,6 +188,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             d.saddle_escape,
             "slide along the learned boundary instead of stalling in front of it",
         ),
+        use_header_stamp: param_bool(
+            &node,
+            "use_header_stamp",
+            d.use_header_stamp,
+            "age poses and commands by their header stamps when set (false: by arrival)",
+        ),
+        max_clock_skew: param_f64(
+            &node,
+            "max_clock_skew",
+            d.max_clock_skew,
+            "seconds a stamp may be ahead of this node's clock; further ahead stops the arm",
+        ),
     };
     let period = param_f64(
         &node,
@@ -207,30 +241,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let last_status = Rc::new(RefCell::new(None::<Status>));
     // Compute and publish the output; report status changes on /diagnostics and in the log.
     let emit = {
-        let (filter, last_status, name, logger) = (
+        let (filter, last_status, name, logger, out, diag_pub) = (
             filter.clone(),
             last_status.clone(),
             name.clone(),
             logger.clone(),
+            out.clone(),
+            diag_pub.clone(),
         );
         move |frame: Option<String>| {
             let o = filter.borrow_mut().output(ros::mono_now());
             if o.publish {
-                match &out {
-                    Out::Plain(p) => {
-                        let _ = p.publish(&twist(&o.twist));
-                    }
-                    Out::Stamped(p, default_frame) => {
-                        let header = r2r::std_msgs::msg::Header {
-                            stamp: ros::stamp(),
-                            frame_id: frame.unwrap_or_else(|| default_frame.clone()),
-                        };
-                        let _ = p.publish(&TwistStamped {
-                            header,
-                            twist: twist(&o.twist),
-                        });
-                    }
-                }
+                out.publish(&o.twist, frame);
             }
             let changed = last_status.borrow().as_ref().map(std::mem::discriminant)
                 != Some(std::mem::discriminant(&o.status));
@@ -283,7 +305,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     spawner.spawn_local(async move {
         while let Some(p) = poses.next().await {
             let q = p.pose.position;
-            f.borrow_mut().set_pose(ros::mono_now(), [q.x, q.y, q.z]);
+            f.borrow_mut().set_pose_stamped(
+                ros::mono_now(),
+                ros::stamp_age(&p.header.stamp),
+                [q.x, q.y, q.z],
+            );
         }
         drop(e);
     })?;
@@ -292,8 +318,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut cmds = node.subscribe::<TwistStamped>(&cmd_in, reliable.clone())?;
         spawner.spawn_local(async move {
             while let Some(c) = cmds.next().await {
-                f.borrow_mut()
-                    .set_command(ros::mono_now(), values(&c.twist));
+                f.borrow_mut().set_command_stamped(
+                    ros::mono_now(),
+                    ros::stamp_age(&c.header.stamp),
+                    values(&c.twist),
+                );
                 e(Some(c.header.frame_id.clone()).filter(|s| !s.is_empty()));
             }
         })?;
@@ -340,6 +369,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         reload.clone(),
         logger.clone(),
     )?;
-    ros::spin(node, pool);
+    // The stop contract: on SIGINT/SIGTERM the last output is a zero twist, so that a downstream
+    // controller holding the last command does not drive on with it.
+    ros::spin_then(node, pool, move || {
+        out.publish(&[0.0; 6], None);
+        let _ = diag_pub.publish(&ros::diagnostics(
+            &name,
+            ERROR,
+            "stop: shutting down (published a zero twist)",
+            &[("publishing", "false".into())],
+        ));
+    });
     Ok(())
 }

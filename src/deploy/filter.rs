@@ -32,6 +32,12 @@ pub struct FilterConfig {
     /// of the nearest learned obstacle, seen from its deepest point ([`ReferencePoints`]); off: around
     /// zeta's level sets, the first basis vector the normal.
     pub auto_reference: bool,
+    /// Age inputs by their header stamps when they are set (age = now - stamp), by their arrival
+    /// otherwise; false: always by arrival.
+    pub use_header_stamp: bool,
+    /// With `use_header_stamp`: a stamp further in the future than this (s) is a clock fault and stops
+    /// the robot; within it, the input counts as new.
+    pub max_clock_skew: f64,
     /// With `auto_reference`: the reference point moves along this axis through the deepest point,
     /// level with the robot (the vertical: go around learned obstacles, not over them); None: fixed.
     pub reference_axis: Option<Vec<f64>>,
@@ -50,6 +56,8 @@ impl Default for FilterConfig {
             lookahead_time: 0.1,
             tail_effect: None,
             reference_point: None,
+            use_header_stamp: true,
+            max_clock_skew: 0.05,
             auto_reference: true,
             reference_axis: Some(vec![0.0, 0.0, 1.0]),
             safety_margin: None,
@@ -76,6 +84,13 @@ pub enum Status {
     StaleCommand {
         age: f64,
     },
+    /// The input's header stamp is further ahead of this node's clock than `max_clock_skew`.
+    FuturePose {
+        ahead: f64,
+    },
+    FutureCommand {
+        ahead: f64,
+    },
     NonFinitePose,
     NonFiniteCommand,
 }
@@ -98,6 +113,12 @@ impl Status {
             Status::NoCommand => "stop: no command received".into(),
             Status::StalePose { age } => format!("stop: pose is stale ({age:.3} s old)"),
             Status::StaleCommand { age } => format!("stop: command is stale ({age:.3} s old)"),
+            Status::FuturePose { ahead } => format!(
+                "stop: pose stamped {ahead:.3} s in the future (clock skew above max_clock_skew)"
+            ),
+            Status::FutureCommand { ahead } => format!(
+                "stop: command stamped {ahead:.3} s in the future (clock skew above max_clock_skew)"
+            ),
             Status::NonFinitePose => "stop: pose has NaN or Inf".into(),
             Status::NonFiniteCommand => "stop: command has NaN or Inf".into(),
         }
@@ -114,13 +135,21 @@ pub struct Output {
     pub publish: bool,
 }
 
+/// When an input arrived (s, this node's clock) and, if its header stamp was set, how old the stamp
+/// was on arrival (s; negative: stamped in the future).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Received {
+    at: f64,
+    stamp_age: Option<f64>,
+}
+
 /// The filter's state.
 pub struct SafetyFilter {
     pub config: FilterConfig,
     model: Option<Arc<ConstraintModel>>,
     references: ReferencePoints,
-    pose: Option<(f64, [f64; 3])>,
-    command: Option<(f64, [f64; 6])>,
+    pose: Option<(Received, [f64; 3])>,
+    command: Option<(Received, [f64; 6])>,
     enabled: bool,
     stop_since: Option<(f64, std::mem::Discriminant<Status>)>,
     scratch: ModulationScratch,
@@ -170,14 +199,35 @@ impl SafetyFilter {
         self.enabled
     }
 
-    /// A pose (end-effector position) received at time `t` (s).
+    /// A pose (end-effector position) received at time `t` (s), without a header stamp.
     pub fn set_pose(&mut self, t: f64, position: [f64; 3]) {
-        self.pose = Some((t, position));
+        self.set_pose_stamped(t, None, position);
     }
 
-    /// A nominal command received at time `t` (s).
+    /// A pose received at time `t` whose header stamp was `stamp_age` s old on arrival (None: unset).
+    pub fn set_pose_stamped(&mut self, t: f64, stamp_age: Option<f64>, position: [f64; 3]) {
+        self.pose = Some((Received { at: t, stamp_age }, position));
+    }
+
+    /// A nominal command received at time `t` (s), without a header stamp.
     pub fn set_command(&mut self, t: f64, twist: [f64; 6]) {
-        self.command = Some((t, twist));
+        self.set_command_stamped(t, None, twist);
+    }
+
+    /// A nominal command received at time `t` whose header stamp was `stamp_age` s old on arrival.
+    pub fn set_command_stamped(&mut self, t: f64, stamp_age: Option<f64>, twist: [f64; 6]) {
+        self.command = Some((Received { at: t, stamp_age }, twist));
+    }
+
+    /// The age of an input at `now`: by its stamp when set and used, else by its arrival. Err: the
+    /// stamp is further in the future than the clock skew allows (by this much).
+    fn age(&self, r: Received, now: f64) -> Result<f64, f64> {
+        let since_arrival = now - r.at;
+        match r.stamp_age.filter(|_| self.config.use_header_stamp) {
+            Some(a) if a < -self.config.max_clock_skew => Err(-a),
+            Some(a) => Ok(since_arrival + a.max(0.0)),
+            None => Ok(since_arrival),
+        }
     }
 
     /// The safe command at time `now` (s).
@@ -212,7 +262,9 @@ impl SafetyFilter {
         if cmd.iter().any(|v| !v.is_finite()) {
             return Err(Status::NonFiniteCommand);
         }
-        let age = now - tc;
+        let age = self
+            .age(tc, now)
+            .map_err(|ahead| Status::FutureCommand { ahead })?;
         if age > self.config.cmd_timeout {
             return Err(Status::StaleCommand { age });
         }
@@ -248,7 +300,9 @@ impl SafetyFilter {
             if pos.iter().any(|v| !v.is_finite()) {
                 return Err(Status::NonFinitePose);
             }
-            let age = now - tp;
+            let age = self
+                .age(tp, now)
+                .map_err(|ahead| Status::FuturePose { ahead })?;
             if age > self.config.pose_timeout {
                 return Err(Status::StalePose { age });
             }
@@ -275,6 +329,9 @@ impl SafetyFilter {
             }
             dsm.saddle_escape = self.config.saddle_escape;
             dsm.leave_inside = true;
+            dsm.swept_lookahead = true;
+            dsm.workspace = model.workspace.clone();
+            dsm.around_axis = self.config.reference_axis.clone();
             if safe_velocity_around(
                 &model.network,
                 star.as_ref(),
@@ -368,6 +425,35 @@ mod tests {
     }
 
     #[test]
+    fn a_pose_or_command_stamped_long_ago_stops_at_once_and_a_future_stamp_is_a_clock_fault() {
+        let mut f = filter();
+        let far = [0.35, -0.09, 0.05];
+        let go = [0.1, 0.0, 0.0, 0.0, 0.0, 0.0];
+        // Arrived just now, stamped 5 s ago: stale although it is new to the filter.
+        f.set_pose_stamped(10.0, Some(5.0), far);
+        f.set_command(10.0, go);
+        assert!(matches!(f.output(10.0).status, Status::StalePose { age } if age >= 5.0));
+        f.set_command_stamped(10.0, Some(100.0), go);
+        f.set_pose_stamped(10.0, Some(0.01), far);
+        assert!(matches!(f.output(10.0).status, Status::StaleCommand { age } if age >= 100.0));
+        // Fresh stamps, and a stamp slightly ahead within the skew: filtered.
+        f.set_command_stamped(10.0, Some(-0.02), go);
+        assert!(!f.output(10.0).status.is_stop());
+        // Ahead by more than the skew: stop, and say so.
+        f.set_pose_stamped(10.0, Some(-1.0), far);
+        let o = f.output(10.0);
+        assert_eq!(o.twist, [0.0; 6]);
+        assert_eq!(o.status, Status::FuturePose { ahead: 1.0 });
+        assert!(o.status.message().contains("in the future"));
+        // By arrival only when asked: the old stamp is then ignored.
+        f.config.use_header_stamp = false;
+        f.set_pose_stamped(10.0, Some(5.0), far);
+        assert!(!f.output(10.2).status.is_stop());
+        f.set_command(10.6, go);
+        assert!(matches!(f.output(10.6).status, Status::StalePose { .. }));
+    }
+
+    #[test]
     fn zeros_are_repeated_until_stop_pub_timeout_then_silent() {
         let mut f = SafetyFilter::new(FilterConfig::default());
         assert!(f.output(0.0).publish);
@@ -402,6 +488,62 @@ mod tests {
         assert!(
             speed <= (0.2f64.powi(2) + 0.05f64.powi(2)).sqrt() + 1e-12,
             "never faster than commanded"
+        );
+    }
+
+    #[test]
+    fn fast_commands_never_have_a_path_over_the_horizon_through_the_obstacle() {
+        let m = cylinder();
+        let mut f = filter();
+        let h = f.config.lookahead_time;
+        let mut s = crate::learn::network::Scratch::default();
+        let mut checked = 0;
+        // From every side, 6-12 cm from the axis, at 0.3 to 5 m/s towards (and past) the axis; and
+        // the case that once crossed it: (0.55, 0.10, 0.05) at 2 m/s along -y.
+        let mut cases = vec![([0.55, 0.10, 0.05], [0.0, -2.0, 0.0])];
+        for k in 0..12 {
+            let a = k as f64 * std::f64::consts::PI / 6.0;
+            for r in [0.06, 0.09, 0.12] {
+                for speed in [0.3, 1.0, 2.0, 5.0] {
+                    let p = [0.55 + r * a.cos(), r * a.sin(), 0.05];
+                    let aim = [-a.cos() + 0.1 * a.sin(), -a.sin() - 0.1 * a.cos(), 0.0];
+                    let n = (aim[0] * aim[0] + aim[1] * aim[1]).sqrt();
+                    cases.push((p, [speed * aim[0] / n, speed * aim[1] / n, 0.0]));
+                }
+            }
+        }
+        for (p, v) in cases {
+            if m.network.zeta(&p, &mut s) < 0.5 {
+                continue;
+            }
+            f.set_pose(0.0, p);
+            f.set_command(0.0, [v[0], v[1], v[2], 0.0, 0.0, 0.0]);
+            let o = f.output(0.0);
+            assert!(!o.status.is_stop(), "{:?}", o.status);
+            for j in 1..=1000 {
+                let t = h * j as f64 / 1000.0;
+                let q = [
+                    p[0] + t * o.twist[0],
+                    p[1] + t * o.twist[1],
+                    p[2] + t * o.twist[2],
+                ];
+                assert!(
+                    m.network.zeta(&q, &mut s) >= 0.5,
+                    "from {p:?} at {v:?}: the output {:?} enters the learned obstacle at {q:?}",
+                    &o.twist[..3]
+                );
+                let r = ((q[0] - 0.55).powi(2) + q[1].powi(2)).sqrt();
+                assert!(
+                    r > 0.04,
+                    "from {p:?} at {v:?}: the output {:?} enters the true cylinder at {q:?}",
+                    &o.twist[..3]
+                );
+            }
+            checked += 1;
+        }
+        assert!(
+            checked > 100,
+            "{checked} cases outside the learned obstacle"
         );
     }
 

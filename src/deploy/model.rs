@@ -4,7 +4,7 @@
 use crate::error::{Error, Result, write_atomic};
 use crate::learn::network::{Mlp, Scratch};
 use crate::learn::{IterationStats, LearnConfig};
-use crate::policy::modulation::DsmConfig;
+use crate::policy::modulation::{DsmConfig, PolicySpace, Workspace};
 use crate::task::{Feature, Task};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -62,6 +62,10 @@ pub struct ConstraintModel {
     /// commands in physical units to the action units a velocity constraint was learned in.
     #[serde(default = "one")]
     pub velocity_scale: f64,
+    /// Position constraints: the task's workspace bounds (feature order), which the safety filter's
+    /// output keeps within over its horizon. Absent: no bounds (or a velocity constraint).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
     pub threshold: f64,
     pub network: Mlp,
     /// The modulation settings the model was learned with (the policy that uses it).
@@ -115,6 +119,13 @@ impl ConstraintModel {
             task: task.name().into(),
             features: feature_infos(task),
             velocity_scale: task.spec.dynamics.velocity_scale,
+            workspace: match (PolicySpace::of(task), &task.bounds) {
+                (Ok(PolicySpace::Position), Some((lower, upper))) => Some(Workspace {
+                    lower: lower.clone(),
+                    upper: upper.clone(),
+                }),
+                _ => None,
+            },
             threshold: 0.5,
             network: learned.net.clone(),
             dsm: learned.dsm.clone(),

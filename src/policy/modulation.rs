@@ -76,6 +76,47 @@ pub struct DsmConfig {
     /// and evaluation keep it off, like the reference; the safety filter turns it on.
     #[serde(default)]
     pub leave_inside: bool,
+    /// With the lookahead: check the whole path over the control period, not only its end point, so
+    /// that a fast command cannot jump across a thin learned obstacle. Learning rollouts (short steps)
+    /// keep it off; the safety filter, whose horizon covers many centimetres at speed, turns it on.
+    #[serde(default)]
+    pub swept_lookahead: bool,
+    /// With the lookahead: the box (feature space) the path over the horizon stays in; the safety
+    /// filter takes it from the model file (the task's workspace bounds). Learning leaves the bounds
+    /// to the simulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<Workspace>,
+    /// Slide, push and escape only across this axis (the safety filter's `reference_axis`, the
+    /// vertical: go around learned obstacles, not over or under them, where the model knows less);
+    /// none: along zeta's full gradient.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub around_axis: Option<Vec<f64>>,
+}
+
+/// An axis-aligned box of positions (the task's workspace bounds).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    pub lower: Vec<f64>,
+    pub upper: Vec<f64>,
+}
+
+impl Workspace {
+    /// Limit each component of `v` so that `x + h v` stays in the box; a component that would leave
+    /// it from outside is zeroed (never pushed anywhere).
+    pub fn keep_inside(&self, x: &[f64], h: f64, v: &mut [f64]) {
+        if h <= 0.0 {
+            return;
+        }
+        for (k, vk) in v.iter_mut().enumerate() {
+            let (Some(lo), Some(hi)) = (self.lower.get(k), self.upper.get(k)) else {
+                continue;
+            };
+            let up = ((hi - x[k]) / h).max(0.0);
+            let down = ((lo - x[k]) / h).min(0.0);
+            *vk = vk.clamp(down, up);
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -101,6 +142,9 @@ impl Default for DsmConfig {
             safety_margin: 0.0,
             saddle_escape: false,
             leave_inside: false,
+            swept_lookahead: false,
+            workspace: None,
+            around_axis: None,
         }
     }
 }
@@ -424,6 +468,9 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
             modulate(v, x, z, &s.grad, cfg)?
         }
     };
+    if let Some(axis) = cfg.around_axis.as_deref().filter(|a| a.len() == d) {
+        across(&mut s.outward, axis);
+    }
     normalize_speed(v, cfg);
     if cfg.saddle_escape && out.active {
         escape_saddle(v, &s.nominal, &s.outward);
@@ -431,7 +478,9 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
     let Some(h) = step.filter(|_| cfg.lookahead) else {
         return Some(out);
     };
-    let gnorm = s.grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+    // Slide and push along the outward normal the modulation used: the hull's (horizontal with a
+    // vertical reference axis) or zeta's gradient.
+    let gnorm = s.outward.iter().map(|g| g * g).sum::<f64>().sqrt();
     // Around a star-shaped hull the modulation keeps the margin, measured along the ray; zeta's own
     // distance estimate would disagree with it and brake where the hull lets pass.
     let margin = if star.is_some() {
@@ -440,21 +489,37 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         cfg.safety_margin
     };
     for attempt in 0..12 {
-        for k in 0..d {
-            s.next[k] = x[k] + h * v[k];
+        if let Some(ws) = &cfg.workspace {
+            ws.keep_inside(x, h, v);
         }
-        let ln = f.logit_grad(&s.next, &mut s.next_grad, &mut s.net);
-        if !ln.is_finite() {
-            break;
+        // Never step into the learned obstacle or its margin; within them, never go deeper. With
+        // `swept_lookahead`, every point of the path over the horizon is checked, not only its end.
+        let samples = if cfg.swept_lookahead {
+            let length = h * v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            let spacing = (0.5 * margin).max(MIN_SWEEP_SPACING);
+            ((length / spacing).ceil() as usize).clamp(1, MAX_SWEEP_SAMPLES)
+        } else {
+            1
+        };
+        let mut clear = true;
+        for j in 1..=samples {
+            let t = h * j as f64 / samples as f64;
+            for k in 0..d {
+                s.next[k] = x[k] + t * v[k];
+            }
+            let ln = f.logit_grad(&s.next, &mut s.next_grad, &mut s.net);
+            let there = boundary_distance(ln, &s.next_grad);
+            if !ln.is_finite() || !((ln >= 0.0 && there >= margin) || there >= here) {
+                clear = false;
+                break;
+            }
         }
-        // Never step into the learned obstacle or its margin; within them, never go deeper.
-        let there = boundary_distance(ln, &s.next_grad);
-        if (ln >= 0.0 && there >= margin) || there >= here {
+        if clear {
             return Some(out);
         }
         if attempt == 0 && gnorm > 0.0 {
             let inward: f64 = s
-                .grad
+                .outward
                 .iter()
                 .zip(v.iter())
                 .map(|(g, vi)| -g * vi)
@@ -463,11 +528,11 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
             if inward > 0.0 {
                 // Slide along the boundary at the same speed.
                 let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
-                for (vi, g) in v.iter_mut().zip(&s.grad) {
+                for (vi, g) in v.iter_mut().zip(&s.outward) {
                     *vi += inward * g / gnorm;
                 }
                 if cfg.saddle_escape {
-                    escape_saddle(v, &s.nominal, &s.grad);
+                    escape_saddle(v, &s.nominal, &s.outward);
                 }
                 let tangential = v.iter().map(|c| c * c).sum::<f64>().sqrt();
                 if tangential > 1e-12 {
@@ -476,6 +541,16 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
                 continue;
             }
         }
+        if (1..=4).contains(&attempt) && gnorm > 0.0 {
+            // Sliding along a convex boundary loses a little distance each step (its curvature), so
+            // within the margin a purely tangential motion is refused and the robot would stall
+            // there: push outward, more at each attempt, keeping the tangential motion.
+            let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            for (vi, g) in v.iter_mut().zip(&s.outward) {
+                *vi += 0.25 * speed * g / gnorm;
+            }
+            continue;
+        }
         v.iter_mut().for_each(|c| *c *= 0.5);
     }
     v.iter_mut().for_each(|c| *c = 0.0);
@@ -483,6 +558,25 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         gamma: out.gamma,
         active: true,
     })
+}
+
+/// Remove `axis`'s component from the direction `n`, unless that leaves (almost) nothing: `n` then
+/// points along the axis, and is kept.
+fn across(n: &mut [f64], axis: &[f64]) {
+    let aa: f64 = axis.iter().map(|a| a * a).sum();
+    let nn: f64 = n.iter().map(|c| c * c).sum();
+    if aa == 0.0 || nn == 0.0 {
+        return;
+    }
+    let along = n.iter().zip(axis).map(|(c, a)| c * a).sum::<f64>() / aa;
+    let rest: f64 = n
+        .iter()
+        .zip(axis)
+        .map(|(c, a)| (c - along * a).powi(2))
+        .sum();
+    if rest > 0.01 * nn {
+        n.iter_mut().zip(axis).for_each(|(c, a)| *c -= along * a);
+    }
 }
 
 /// Inside the learned obstacle: keep only motion along zeta's gradient `grad` (the shortest way out),
@@ -501,6 +595,12 @@ pub fn leave_obstacle(v: &mut [f64], grad: &[f64]) {
         *vi = s * g / gnorm;
     }
 }
+
+/// The swept lookahead samples the path at half the safety margin, at least this far apart (feature
+/// units) and at most this many times: an obstacle grown by the margin is at least twice the margin
+/// thick, so no path crosses it between two samples.
+const MIN_SWEEP_SPACING: f64 = 1e-3;
+const MAX_SWEEP_SAMPLES: usize = 512;
 
 /// Below this fraction of the nominal speed, a modulated velocity counts as stalled at a saddle.
 const SADDLE_SPEED_FRACTION: f64 = 0.1;
@@ -539,11 +639,12 @@ fn escape_saddle(v: &mut [f64], nominal: &[f64], grad: &[f64]) {
 
 /// Velocity-space counterpart of the modulation, for constraints on the command itself. The learned
 /// feasible set of commands is taken as star-shaped around a reference command known to be feasible
-/// (the demonstrations' mean command), as Huber's modulation takes an obstacle as star-shaped around
-/// its reference point: the command is moved along the ray from the reference to the nominal command
-/// to the last feasible point before the learned boundary. If the reference itself is infeasible for
-/// the network, the command is zero (stop). `margin`: the distance (command units) to keep from the
-/// learned boundary. Returns whether the command is learned-feasible.
+/// (the zero command under the learner's star-shaped prior, else the demonstrations' mean command),
+/// as Huber's modulation takes an obstacle as star-shaped around its reference point: the command is
+/// moved along the ray from the reference towards the nominal command to the last point that is
+/// learned-feasible together with its `margin` neighbourhood (command units: the points `margin` away
+/// along every axis, both ways, and along the ray). If the reference itself is learned-infeasible,
+/// the command is zero (stop). Returns whether the command is learned-feasible.
 pub fn project_velocity(
     a: &mut [f64],
     reference: &[f64],
@@ -552,45 +653,94 @@ pub fn project_velocity(
     scratch: &mut Scratch,
     trial: &mut [f64],
 ) -> bool {
+    let d = a.len();
     let mut grad = [0.0f64; 16];
-    let mut feasible = |x: &[f64], scratch: &mut Scratch| {
-        let g = &mut grad[..x.len().min(16)];
-        let logit = net.logit_and_grad(x, g, scratch);
-        logit >= 0.0 && (margin <= 0.0 || boundary_distance(logit, g) >= margin)
+    let mut probe = [0.0f64; 16];
+    let mut logit = |x: &[f64], scratch: &mut Scratch| {
+        net.logit_and_grad(x, &mut grad[..x.len().min(16)], scratch)
     };
-    if feasible(a, scratch) {
-        return true;
-    }
-    if !feasible(reference, scratch) {
+    // NaN counts as infeasible: compare, then negate.
+    let reference_feasible = logit(reference, scratch) >= 0.0;
+    if !reference_feasible {
         a.iter_mut().for_each(|c| *c = 0.0);
         return false;
     }
-    let at = |s: f64, trial: &mut [f64], a: &[f64]| {
-        for ((t, r), c) in trial.iter_mut().zip(reference).zip(a) {
-            *t = r + s * (c - r);
+    let length = a
+        .iter()
+        .zip(reference)
+        .map(|(c, r)| (c - r) * (c - r))
+        .sum::<f64>()
+        .sqrt();
+    if !length.is_finite() || d > 16 {
+        a.iter_mut().for_each(|c| *c = 0.0);
+        return false;
+    }
+    if length == 0.0 {
+        return true;
+    }
+    let margin = if margin.is_finite() {
+        margin.max(0.0)
+    } else {
+        0.0
+    };
+    // Why a neighbourhood and not logit / |grad logit|: the networks are steep near their boundary,
+    // so the linear estimate is far too small there and would stop commands at the reference; and
+    // not the distance along the ray alone: a ray that meets the boundary at a grazing angle keeps
+    // much less than `margin` from it.
+    let mut clear = |x: &[f64], scratch: &mut Scratch| {
+        let feasible = logit(x, scratch) >= 0.0;
+        if !feasible {
+            return false;
+        }
+        if margin == 0.0 {
+            return true;
+        }
+        let p = &mut probe[..d];
+        for k in 0..=2 * d {
+            p.copy_from_slice(x);
+            if k < 2 * d {
+                p[k / 2] += if k % 2 == 0 { margin } else { -margin };
+            } else {
+                for ((pi, c), r) in p.iter_mut().zip(a.iter()).zip(reference) {
+                    *pi += margin * (c - r) / length;
+                }
+            }
+            let feasible = logit(p, scratch) >= 0.0;
+            if !feasible {
+                return false;
+            }
+        }
+        true
+    };
+    if clear(a, scratch) {
+        return true;
+    }
+    let at = |t: f64, trial: &mut [f64]| {
+        for ((x, r), c) in trial.iter_mut().zip(reference).zip(a.iter()) {
+            *x = r + t * (c - r);
         }
     };
-    // March from the reference to find the first crossing, then bisect it.
+    // March from the reference to find the first point without clearance, then bisect it.
     let (mut ok, mut bad) = (0.0, 1.0);
     for j in 1..=32 {
-        let s = j as f64 / 32.0;
-        at(s, trial, a);
-        if !feasible(trial, scratch) {
-            bad = s;
+        let t = j as f64 / 32.0;
+        at(t, trial);
+        if !clear(trial, scratch) {
+            bad = t;
             break;
         }
-        ok = s;
+        ok = t;
     }
-    for _ in 0..40 {
-        let s = 0.5 * (ok + bad);
-        at(s, trial, a);
-        if feasible(trial, scratch) {
-            ok = s;
+    for _ in 0..30 {
+        let t = 0.5 * (ok + bad);
+        at(t, trial);
+        if clear(trial, scratch) {
+            ok = t;
         } else {
-            bad = s;
+            bad = t;
         }
     }
-    at(ok, trial, a);
+    at(ok, trial);
     a.copy_from_slice(trial);
     true
 }

@@ -113,6 +113,19 @@ pub fn stamp() -> r2r::builtin_interfaces::msg::Time {
     }
 }
 
+/// How old a header stamp is now (s, by this machine's clock; negative: in the future); None when
+/// the stamp is unset (zero), as publishers that do not stamp leave it.
+pub fn stamp_age(t: &r2r::builtin_interfaces::msg::Time) -> Option<f64> {
+    if t.sec == 0 && t.nanosec == 0 {
+        return None;
+    }
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64();
+    Some(now - (f64::from(t.sec) + f64::from(t.nanosec) * 1e-9))
+}
+
 /// A DiagnosticArray with one status of this node.
 pub fn diagnostics(
     name: &str,
@@ -232,7 +245,13 @@ pub async fn serve_reload(
 
 /// Spin the node and run the node's tasks until SIGINT or SIGTERM; then return, so that the node is
 /// dropped and leaves the ROS graph cleanly.
-pub fn spin(mut node: Node, mut pool: LocalPool) {
+pub fn spin(node: Node, pool: LocalPool) {
+    spin_then(node, pool, || {});
+}
+
+/// [`spin`], then `on_shutdown` while the node still exists (its publishers still work), and a
+/// moment for the middleware to deliver what it published.
+pub fn spin_then(mut node: Node, mut pool: LocalPool, on_shutdown: impl FnOnce()) {
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let flag = stop.clone();
     if let Err(e) =
@@ -245,4 +264,7 @@ pub fn spin(mut node: Node, mut pool: LocalPool) {
         pool.run_until_stalled();
     }
     r2r::log_info!(node.logger(), "shutting down");
+    on_shutdown();
+    node.spin_once(Duration::from_millis(10));
+    std::thread::sleep(Duration::from_millis(100));
 }

@@ -53,7 +53,7 @@ def test_pose_integrates_the_commanded_twist_within_the_task_limits(start_node):
     assert 0.24 * 0.3 < moved < 0.24 * 0.8, moved  # about 0.5 s at 0.24 m/s, with discovery slack
     s.command([1.0, 0.0, 0.0])  # beyond the action box: 1 unit = 0.48 m/s
     assert wait_for(s.node, lambda: abs(s.applied[-1].twist.linear.x - 0.48) < 1e-9, 2)
-    # A stale command stops the end effector (cmd_timeout 0.5 s).
+    # A stale command stops the end effector (cmd_timeout 0.1 s).
     assert wait_for(s.node, lambda: s.applied[-1].twist.linear.x == 0.0, 2)
 
 

@@ -1,6 +1,7 @@
 """safety_filter, driven by rclpy."""
 import os
 import random
+import signal
 import time
 
 import rclpy
@@ -26,9 +27,13 @@ class Harness:
                         and self.cmd_pub.get_subscription_count() > 0
                         and self.node.count_publishers("/cmd_vel_out") > 0, timeout=20)
 
-    def pose(self, p):
+    def pose(self, p, age=None):
+        """Publish a pose; with `age` (s), stamped that long ago by this machine's clock."""
         m = PoseStamped()
         m.header.frame_id = "base_link"
+        if age is not None:
+            t = time.time() - age
+            m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
         m.pose.position.x, m.pose.position.y, m.pose.position.z = p
         m.pose.orientation.w = 1.0
         self.pose_pub.publish(m)
@@ -120,3 +125,40 @@ def test_no_model_gives_zero_and_enable_false_passes_through(start_node):
     assert call(h.node, enable, SetBool.Request(data=False)).success
     out = h.respond([0.35, -0.09, 0.05], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert out[0] == 0.1
+
+
+def test_a_pose_stamped_older_than_pose_timeout_gives_zero_within_one_period(start_node, models):
+    h = Harness(start_node, models[0], publish_period=0.02)
+    far = [0.35, -0.09, 0.05]
+    h.pose(far, age=0.0)
+    out = h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert out[0] > 0
+    # New to the filter, but stamped 5 s ago: the answer to the next command is a zero twist.
+    for age in (5.0, 100.0, 1e6):
+        h.diag.clear()
+        h.pose(far, age=age)
+        wait_for(h.node, lambda: False, timeout=0.05)
+        h.cmd([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+        assert h.next_output() == [0.0] * 6
+        assert h.diagnosed("pose is stale")
+        assert h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])[0] > 0, "a fresh pose filters again"
+    # Stamped in the future beyond max_clock_skew: a clock fault, also a stop.
+    h.diag.clear()
+    h.pose(far, age=-1.0)
+    wait_for(h.node, lambda: False, timeout=0.05)
+    h.cmd([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert h.next_output() == [0.0] * 6 and h.diagnosed("in the future")
+
+
+def test_sigterm_publishes_a_zero_twist_as_the_last_output(start_node, models):
+    h = Harness(start_node, models[0], publish_period=0.02)
+    far = [0.35, -0.09, 0.05]
+    out = h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert out[0] > 0
+    h.cmd([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    h.proc.proc.send_signal(signal.SIGTERM)
+    assert h.proc.proc.wait(timeout=5) == 0
+    assert wait_for(h.node, lambda: h.diagnosed("shutting down", timeout=0.01), 3)
+    wait_for(h.node, lambda: False, timeout=0.2)  # anything still in flight
+    last = h.out[-1].twist
+    assert (last.linear.x, last.linear.y, last.linear.z) == (0.0, 0.0, 0.0)
