@@ -2,6 +2,7 @@
 //! the model is reloaded when its file changes or on `~/reload`, atomically (a query sees the old or
 //! the new model, never a half-loaded one). Publishes `~/constraint_info` and `~/boundary` markers
 //! (transient local) and `/diagnostics`.
+use futures::FutureExt;
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
@@ -18,6 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 type Shared = Rc<RefCell<Option<Arc<ConstraintModel>>>>;
+
+/// Requests with up to this many values (about 1 ms of work) are answered in the service loop;
+/// larger ones on their own thread, so that a huge batch never makes a small client wait for it.
+const INLINE_VALUES: usize = 3 * 1000;
 
 fn answer(model: Option<&ConstraintModel>, states: &[f64]) -> QueryFeasibility::Response {
     let mut r = QueryFeasibility::Response::default();
@@ -88,6 +93,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         0.5,
         "seconds between checks of the model file",
     );
+    let max_states = param_f64(
+        &node,
+        "max_states_per_request",
+        100_000.0,
+        "states one query may hold; larger requests get an error (split them)",
+    )
+    .max(1.0) as usize;
     let latched = QosProfile::default().transient_local().keep_last(1);
     let info_pub = node.create_publisher::<ConstraintInfo>("~/constraint_info", latched.clone())?;
     let marker_pub = node.create_publisher::<MarkerArray>("~/boundary", latched)?;
@@ -109,8 +121,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let model: Shared = Rc::new(RefCell::new(None));
     let version = Rc::new(RefCell::new(None));
-    // Load the file and swap the shared model in one step; on failure the previous model stays.
-    let reload = {
+    // Load and validate the file on another thread (queries keep being answered), then swap the shared
+    // model in one step; on failure the previous model stays, and /diagnostics says why.
+    let reload: ros::Reload = {
         let (model, version, path, frame_id, name) = (
             model.clone(),
             version.clone(),
@@ -118,43 +131,93 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             frame_id.clone(),
             name.clone(),
         );
-        move || -> Result<String, String> {
-            let v = ros::file_version(std::path::Path::new(&path));
-            let result = ros::load_model(&path).map(|m| {
-                let m = Arc::new(m);
-                *model.borrow_mut() = Some(m.clone());
-                *version.borrow_mut() = v;
-                let _ = info_pub.publish(&info(&m, &path));
-                let _ = marker_pub.publish(&pucl::ros::markers::boundary(&m, &frame_id));
-                format!("loaded {path}: task {}, {} inputs", m.task, m.dim())
-            });
-            let (level, msg) = match &result {
-                Ok(m) => (OK, m.clone()),
-                Err(e) => (ERROR, format!("model not (re)loaded: {e}")),
-            };
-            let _ = diag_pub.publish(&ros::diagnostics(
-                &name,
-                level,
-                &msg,
-                &[("model_path", path.clone())],
-            ));
-            result
-        }
+        let (info_pub, marker_pub, diag_pub) =
+            (info_pub.clone(), marker_pub.clone(), diag_pub.clone());
+        Rc::new(move || {
+            let (model, version, path, frame_id, name) = (
+                model.clone(),
+                version.clone(),
+                path.clone(),
+                frame_id.clone(),
+                name.clone(),
+            );
+            let (info_pub, marker_pub, diag_pub) =
+                (info_pub.clone(), marker_pub.clone(), diag_pub.clone());
+            async move {
+                let file = path.clone();
+                let loaded = ros::off_thread(move || {
+                    let v = ros::file_version(std::path::Path::new(&file));
+                    ros::load_model(&file).map(|m| (m, v))
+                })
+                .await
+                .and_then(|r| r);
+                let result = loaded.map(|(m, v)| {
+                    let m = Arc::new(m);
+                    *model.borrow_mut() = Some(m.clone());
+                    *version.borrow_mut() = v;
+                    let _ = info_pub.publish(&info(&m, &path));
+                    let _ = marker_pub.publish(&pucl::ros::markers::boundary(&m, &frame_id));
+                    format!("loaded {path}: task {}, {} inputs", m.task, m.dim())
+                });
+                let (level, msg) = match &result {
+                    Ok(m) => (OK, m.clone()),
+                    Err(e) => (ERROR, format!("model not (re)loaded: {e}")),
+                };
+                let _ = diag_pub.publish(&ros::diagnostics(
+                    &name,
+                    level,
+                    &msg,
+                    &[("model_path", path.clone())],
+                ));
+                result
+            }
+            .boxed_local()
+        })
     };
-    let reload = Rc::new(reload);
-    match reload() {
+    match futures::executor::block_on(reload()) {
         Ok(m) => r2r::log_info!(node.logger(), "{m}"),
         Err(e) => r2r::log_error!(node.logger(), "{e}"),
     }
 
     let pool = LocalPool::new();
     let spawner = pool.spawner();
-    let m = model.clone();
+    let (m, big) = (model.clone(), spawner.clone());
     spawner.spawn_local(async move {
-        while let Some(req) = queries.next().await {
+        while let Some(mut req) = queries.next().await {
             let current = m.borrow().clone();
-            let r = answer(current.as_deref(), &req.message.states);
-            let _ = req.respond(r);
+            if req.message.states.len() <= INLINE_VALUES {
+                let r = answer(current.as_deref(), &req.message.states);
+                let _ = req.respond(r);
+                continue;
+            }
+            // A large batch is answered on its own thread, by the model current when it arrived,
+            // while this loop keeps answering everyone else.
+            let d = current.as_ref().map_or(1, |m| m.dim());
+            if req.message.states.len() > max_states.saturating_mul(d) {
+                let error = format!(
+                    "states has {} values, more than max_states_per_request ({max_states}) states: split the request",
+                    req.message.states.len()
+                );
+                let _ = req.respond(QueryFeasibility::Response {
+                    error,
+                    ..Default::default()
+                });
+                continue;
+            }
+            let states = std::mem::take(&mut req.message.states);
+            let served = big.spawn_local(async move {
+                let r = ros::off_thread(move || answer(current.as_deref(), &states))
+                    .await
+                    .unwrap_or_else(|e| QueryFeasibility::Response {
+                        error: e,
+                        ..Default::default()
+                    });
+                // Sent from this thread: the service is locked while a response is sent.
+                let _ = req.respond(r);
+            });
+            if served.is_err() {
+                break;
+            }
         }
     })?;
     let logger = node.logger().to_string();

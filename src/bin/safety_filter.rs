@@ -3,6 +3,7 @@
 //! a timer; stale or non-finite input and a missing model give a zero twist, with the reason on
 //! `/diagnostics` and in the log. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
 //! and a changed model file reload the model. Angular velocity passes unchanged.
+use futures::FutureExt;
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
@@ -281,19 +282,45 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let emit = Rc::new(emit);
     let version = Rc::new(RefCell::new(None));
-    let reload = {
+    // Load, validate and prepare a model on another thread, then swap it in: commands keep being
+    // answered during a reload. A failed reload keeps the previous model and says so on /diagnostics.
+    let reload: ros::Reload = {
         let (filter, version, path) = (filter.clone(), version.clone(), model_path.clone());
-        move || -> Result<String, String> {
-            let v = ros::file_version(std::path::Path::new(&path));
-            let m = ros::load_model(&path)?;
-            let msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
-            filter.borrow_mut().set_model(Arc::new(m))?;
-            *version.borrow_mut() = v;
-            Ok(msg)
-        }
+        let (diag_pub, name) = (diag_pub.clone(), name.clone());
+        Rc::new(move || {
+            let (filter, version, path) = (filter.clone(), version.clone(), path.clone());
+            let (diag_pub, name) = (diag_pub.clone(), name.clone());
+            let config = filter.borrow().config.clone();
+            async move {
+                let file = path.clone();
+                let loaded = ros::off_thread(move || {
+                    let v = ros::file_version(std::path::Path::new(&file));
+                    let m = ros::load_model(&file)?;
+                    let msg = format!("loaded {file}: task {}, {} inputs", m.task, m.dim());
+                    Ok((SafetyFilter::prepare(&config, Arc::new(m))?, msg, v))
+                })
+                .await
+                .and_then(|r: Result<_, String>| r);
+                let (level, text, out) = match loaded {
+                    Ok((prepared, msg, v)) => {
+                        filter.borrow_mut().install(prepared);
+                        *version.borrow_mut() = v;
+                        (OK, msg.clone(), Ok(msg))
+                    }
+                    Err(e) => (ERROR, format!("model not (re)loaded: {e}"), Err(e)),
+                };
+                let _ = diag_pub.publish(&ros::diagnostics(
+                    &name,
+                    level,
+                    &text,
+                    &[("model_path", path)],
+                ));
+                out
+            }
+            .boxed_local()
+        })
     };
-    let reload = Rc::new(reload);
-    match reload() {
+    match futures::executor::block_on(reload()) {
         Ok(m) => r2r::log_info!(&logger, "{m}"),
         Err(e) => r2r::log_error!(&logger, "model not loaded: {e}"),
     }

@@ -135,6 +135,12 @@ pub struct Output {
     pub publish: bool,
 }
 
+/// A model ready to [`SafetyFilter::install`].
+pub struct PreparedModel {
+    pub model: Arc<ConstraintModel>,
+    references: ReferencePoints,
+}
+
 /// When an input arrived (s, this node's clock) and, if its header stamp was set, how old the stamp
 /// was on arrival (s; negative: stamped in the future).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -173,18 +179,35 @@ impl SafetyFilter {
 
     /// Install (or replace) the model; a model whose input is not 3-D is refused.
     pub fn set_model(&mut self, model: Arc<ConstraintModel>) -> Result<(), String> {
+        let prepared = Self::prepare(&self.config, model)?;
+        self.install(prepared);
+        Ok(())
+    }
+
+    /// Everything a model needs before it filters (its check and its hull tables, tens of
+    /// milliseconds), without the filter: a node prepares a new model on another thread while this
+    /// filter keeps answering, then [`install`](Self::install)s it in one step.
+    pub fn prepare(
+        config: &FilterConfig,
+        model: Arc<ConstraintModel>,
+    ) -> Result<PreparedModel, String> {
         if model.dim() != 3 {
             return Err(format!(
                 "the filter needs a 3-D constraint (position or linear velocity), the model has {} inputs",
                 model.dim()
             ));
         }
-        self.references = match &self.config.reference_axis {
+        let references = match &config.reference_axis {
             Some(axis) => ReferencePoints::of_model_along(&model, axis),
             None => ReferencePoints::of_model(&model),
         };
-        self.model = Some(model);
-        Ok(())
+        Ok(PreparedModel { model, references })
+    }
+
+    /// Swap in a prepared model (cheap: nothing is computed).
+    pub fn install(&mut self, prepared: PreparedModel) {
+        self.references = prepared.references;
+        self.model = Some(prepared.model);
     }
 
     pub fn model(&self) -> Option<&Arc<ConstraintModel>> {

@@ -2,6 +2,7 @@
 //! the model file watch, and the spin loop. Everything else is library code.
 use crate::deploy::model::ConstraintModel;
 use futures::executor::LocalPool;
+use futures::future::LocalBoxFuture;
 use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
 use r2r::{Node, Parameter, ParameterValue};
 use std::path::Path;
@@ -158,10 +159,44 @@ pub const OK: u8 = 0;
 pub const WARN: u8 = 1;
 pub const ERROR: u8 = 2;
 
-/// What identifies a version of the model file on disk.
-pub fn file_version(path: &Path) -> Option<(SystemTime, u64)> {
+/// What identifies a version of the model file on disk: its modification time, size and a hash of
+/// its content, so that a different model with the same size and time (`cp -p`, `rsync -t`) is
+/// noticed too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileVersion {
+    modified: SystemTime,
+    len: u64,
+    hash: u64,
+}
+
+pub fn file_version(path: &Path) -> Option<FileVersion> {
+    use std::hash::{Hash, Hasher};
     let m = std::fs::metadata(path).ok()?;
-    Some((m.modified().ok()?, m.len()))
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    bytes.hash(&mut h);
+    Some(FileVersion {
+        modified: m.modified().ok()?,
+        len: m.len(),
+        hash: h.finish(),
+    })
+}
+
+/// A model reload: loads and prepares the model off the node's thread ([`off_thread`]), then installs
+/// it; resolves to a message for the log and the caller, or the error (the previous model stays).
+pub type Reload = std::rc::Rc<dyn Fn() -> LocalBoxFuture<'static, Result<String, String>>>;
+
+/// Run `work` on its own thread and await its result on the node's executor, which keeps serving
+/// commands and queries meanwhile.
+pub async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, String> {
+    let (tx, rx) = futures::channel::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(work());
+    });
+    rx.await
+        .map_err(|_| "the loading thread ended without a result".to_string())
 }
 
 /// Load a model file completely (validation included) before anyone sees it.
@@ -188,18 +223,18 @@ pub fn param_task(node: &Node) -> Result<crate::task::Task, String> {
 pub async fn watch_model_file(
     mut timer: r2r::Timer,
     path: String,
-    version: std::rc::Rc<std::cell::RefCell<Option<(SystemTime, u64)>>>,
-    reload: std::rc::Rc<dyn Fn() -> Result<String, String>>,
+    version: std::rc::Rc<std::cell::RefCell<Option<FileVersion>>>,
+    reload: Reload,
     logger: String,
 ) {
     while timer.tick().await.is_ok() {
         let now = file_version(Path::new(&path));
         if now.is_some() && now != *version.borrow() {
-            match reload() {
+            *version.borrow_mut() = now;
+            match reload().await {
                 Ok(m) => r2r::log_info!(&logger, "model file changed: {m}"),
                 Err(e) => r2r::log_error!(&logger, "model not reloaded: {e}"),
             }
-            *version.borrow_mut() = now;
         }
     }
 }
@@ -213,8 +248,8 @@ pub fn spawn_model_reloading(
     + 'static,
     timer: r2r::Timer,
     path: String,
-    version: std::rc::Rc<std::cell::RefCell<Option<(SystemTime, u64)>>>,
-    reload: std::rc::Rc<dyn Fn() -> Result<String, String>>,
+    version: std::rc::Rc<std::cell::RefCell<Option<FileVersion>>>,
+    reload: Reload,
     logger: String,
 ) -> Result<(), futures::task::SpawnError> {
     use futures::task::LocalSpawnExt;
@@ -227,12 +262,12 @@ pub fn spawn_model_reloading(
 pub async fn serve_reload(
     mut requests: impl futures::Stream<Item = r2r::ServiceRequest<r2r::std_srvs::srv::Trigger::Service>>
     + Unpin,
-    reload: std::rc::Rc<dyn Fn() -> Result<String, String>>,
+    reload: Reload,
     logger: String,
 ) {
     use futures::StreamExt;
     while let Some(req) = requests.next().await {
-        let out = reload();
+        let out = reload().await;
         if let Err(e) = &out {
             r2r::log_error!(&logger, "model not reloaded: {e}");
         }

@@ -112,3 +112,73 @@ def test_reload_under_1khz_queries_loses_none_and_never_mixes_models(start_node,
     assert reloaded.result().success, reloaded.result().message
     assert swapped is not None
     node.destroy_node()
+
+
+def test_a_replacement_with_the_same_size_and_time_is_noticed(start_node, models, tmp_path):
+    node, client, path = server(start_node, models[0], tmp_path)
+    x = [0.52, 0.035, 0.05]
+    before = call(node, client, QueryFeasibility.Request(states=x)).zeta[0]
+    # Another model of exactly the same size, given the old file's modification time (as `cp -p`
+    # or `rsync -t` leave it): the first decimal of the network's last parameter (the output bias)
+    # changed.
+    text = path.read_text()
+    st = os.stat(path)
+    end = text.index("]", text.index('"params"'))
+    j = text.rindex(".", 0, end) + 1
+    changed = text[:j] + str((int(text[j]) + 1) % 10) + text[j + 1:]
+    assert len(changed) == len(text)
+    incoming = tmp_path / "same_size.json"
+    incoming.write_text(changed)
+    os.utime(incoming, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(incoming, path)
+    assert os.stat(path).st_mtime_ns == st.st_mtime_ns and os.stat(path).st_size == st.st_size
+    expected = query_cli(path, x)["zeta"][0]
+    assert expected != before, "the edit must change the answer"
+    assert wait_for(node, lambda: call(node, client, QueryFeasibility.Request(states=x)).zeta[0] == expected, 5)
+
+
+BIG_CLIENT = """
+import array, random, sys, rclpy
+from pucl_interfaces.srv import QueryFeasibility
+rclpy.init()
+node = rclpy.create_node("big_client_%d" % random.randint(0, 1 << 30))
+client = node.create_client(QueryFeasibility, "/constraint_server/query_feasibility")
+assert client.wait_for_service(timeout_sec=20)
+r = random.Random(3)
+n = int(sys.argv[1])
+flat = array.array("d", [v for _ in range(n)
+                         for v in (r.uniform(0.4, 0.7), r.uniform(-0.1, 0.1), r.uniform(0.03, 0.09))])
+print("sending", flush=True)
+future = client.call_async(QueryFeasibility.Request(states=flat))
+rclpy.spin_until_future_complete(node, future, timeout_sec=60)
+a = future.result()
+print("answered", len(a.zeta), repr(a.error), flush=True)
+"""
+
+
+def test_a_large_request_does_not_make_a_small_client_wait_and_a_huge_one_is_refused(start_node, models, tmp_path):
+    import subprocess
+    import sys
+    node, client, path = server(start_node, models[0], tmp_path)
+    x = [0.52, 0.035, 0.05]
+    expected = query_cli(models[0], x)["zeta"][0]
+    call(node, client, QueryFeasibility.Request(states=x))
+    # A million states is above max_states_per_request (1e5): a clear error, at once.
+    huge = subprocess.run([sys.executable, "-c", BIG_CLIENT, "1000000"], capture_output=True, text=True, timeout=120)
+    assert "more than max_states_per_request (100000) states: split the request" in huge.stdout, huge.stdout + huge.stderr
+    # 1e5 states from another process (another robot's client), while this one asks for one state.
+    big = subprocess.Popen([sys.executable, "-c", BIG_CLIENT, "100000"], stdout=subprocess.PIPE, text=True)
+    assert big.stdout.readline().strip() == "sending"
+    waits = []
+    while big.poll() is None:
+        t = time.monotonic()
+        r = call(node, client, QueryFeasibility.Request(states=x))
+        waits.append(time.monotonic() - t)
+        assert r.zeta[0] == expected
+        time.sleep(0.002)
+    out = big.stdout.read()
+    assert big.returncode == 0 and "answered 100000 ''" in out, out
+    waits.sort()
+    print(f"\n{len(waits)} small requests while the 1e5-state one was served: median "
+          f"{1e3 * waits[len(waits) // 2]:.1f} ms, max {1e3 * waits[-1]:.1f} ms")
+    assert waits[-1] < 0.1, f"a 1-state request waited {waits[-1]:.3f} s"

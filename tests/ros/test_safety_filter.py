@@ -1,13 +1,14 @@
 """safety_filter, driven by rclpy."""
 import os
 import random
+import shutil
 import signal
 import time
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped
-from std_srvs.srv import SetBool
+from std_srvs.srv import SetBool, Trigger
 
 from conftest import call, query_cli, wait_for
 
@@ -162,3 +163,45 @@ def test_sigterm_publishes_a_zero_twist_as_the_last_output(start_node, models):
     wait_for(h.node, lambda: False, timeout=0.2)  # anything still in flight
     last = h.out[-1].twist
     assert (last.linear.x, last.linear.y, last.linear.z) == (0.0, 0.0, 0.0)
+
+
+def test_reloads_under_1khz_commands_leave_no_gap_and_a_failed_reload_is_diagnosed(start_node, models, tmp_path):
+    path = tmp_path / "served.json"
+    shutil.copy(models[0], path)
+    h = Harness(start_node, str(path), publish_period=0.02)
+    far = [0.35, -0.09, 0.05]
+    assert h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])[0] > 0
+    reload = h.node.create_client(Trigger, "/safety_filter/reload")
+    assert reload.wait_for_service(timeout_sec=10)
+    arrivals = []
+    # When the filter published each output (its stamp): a stall shows as a gap between stamps.
+    h.node.create_subscription(TwistStamped, "/cmd_vel_out",
+                               lambda m: arrivals.append(m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec), 10000)
+    pending, t0 = [], time.monotonic()
+    for i in range(3000):
+        if i % 100 == 0:
+            h.pose(far)
+        h.cmd([0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+        if i % 500 == 250:
+            pending.append(reload.call_async(Trigger.Request()))
+        rclpy.spin_once(h.node, timeout_sec=0)
+        delay = t0 + (i + 1) * 1e-3 - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+    assert wait_for(h.node, lambda: all(f.done() for f in pending), 20)
+    # One output per command (and more from the timer): wait for this node to take them all in.
+    assert wait_for(h.node, lambda: len(arrivals) >= 3000, 20), f"{len(arrivals)} outputs for 3000 commands"
+    arrivals.sort()
+    assert len(pending) == 6 and all(f.result().success for f in pending), [f.result().message for f in pending]
+    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
+    print(f"\n{len(arrivals)} outputs for 3000 commands over 6 reloads; largest gap {1e3 * max(gaps):.1f} ms")
+    # Before reloads moved off the command path, each stalled the filter for about 0.1 s.
+    assert max(gaps) < 0.05, f"largest gap between outputs {max(gaps):.3f} s"
+    # A broken file: the previous model keeps filtering, and /diagnostics says why (ERROR).
+    h.diag.clear()
+    path.write_text("{ not a model")
+    r = call(h.node, reload, Trigger.Request())
+    assert not r.success
+    assert wait_for(h.node, lambda: any(s.level == b"\x02" or s.level == 2 for a in h.diag for s in a.status
+                                        if "not (re)loaded" in s.message), 3)
+    assert h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])[0] > 0
