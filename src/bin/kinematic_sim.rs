@@ -135,6 +135,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let expert_run = Rc::new(RefCell::new(None::<ExpertRun>));
     let pool = LocalPool::new();
     let spawner = pool.spawner();
+    // `ros2 param list/get/dump` answer; every parameter is read at start.
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
 
     let c = command.clone();
     if stamped {

@@ -113,6 +113,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut poll = node.create_wall_timer(Duration::from_millis(50))?;
     let pool = LocalPool::new();
     let spawner = pool.spawner();
+    // `ros2 param list/get/dump` answer; every parameter is read at start.
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
     let busy = Rc::new(Cell::new(false));
     let inner = spawner.clone();
     spawner.spawn_local(async move {

@@ -8,10 +8,11 @@ use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use pucl::deploy::filter::{FilterConfig, SafetyFilter, Status};
+use pucl::ros::params::{self, LiveParameters};
 use pucl::ros::{self, ERROR, OK, WARN, param_bool, param_f64, param_string};
-use r2r::QosProfile;
 use r2r::geometry_msgs::msg::{PoseStamped, Twist, TwistStamped, Vector3};
 use r2r::std_srvs::srv::{SetBool, Trigger};
+use r2r::{ParameterValue, QosProfile};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -327,6 +328,44 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let pool = LocalPool::new();
     let spawner = pool.spawner();
+    // `ros2 param set` on a running filter: the behaviour parameters take effect on the next command.
+    let live = LiveParameters::new()
+        .with("safety_margin", params::finite_number)
+        .with("lookahead_time", params::positive_number)
+        .with("pose_timeout", params::positive_number)
+        .with("cmd_timeout", params::positive_number)
+        .with("stop_pub_timeout", params::positive_number)
+        .with("max_clock_skew", params::finite_number)
+        .with("tail_effect", params::boolean)
+        .with("saddle_escape", params::boolean)
+        .with("use_header_stamp", params::boolean)
+        .with("enabled", params::boolean);
+    let mut changes = params::serve_parameters(&mut node, &spawner, live)?;
+    let (f, l) = (filter.clone(), logger.clone());
+    spawner.spawn_local(async move {
+        while let Some((name, value)) = changes.next().await {
+            let mut f = f.borrow_mut();
+            let (n, b) = (
+                params::number(&value),
+                matches!(value, ParameterValue::Bool(true)),
+            );
+            let c = &mut f.config;
+            match (name.as_str(), n) {
+                ("safety_margin", Some(m)) => c.safety_margin = (m >= 0.0).then_some(m),
+                ("lookahead_time", Some(t)) => c.lookahead_time = t,
+                ("pose_timeout", Some(t)) => c.pose_timeout = t,
+                ("cmd_timeout", Some(t)) => c.cmd_timeout = t,
+                ("stop_pub_timeout", Some(t)) => c.stop_pub_timeout = t,
+                ("max_clock_skew", Some(t)) => c.max_clock_skew = t,
+                ("tail_effect", _) => c.tail_effect = Some(b),
+                ("saddle_escape", _) => c.saddle_escape = b,
+                ("use_header_stamp", _) => c.use_header_stamp = b,
+                ("enabled", _) => f.set_enabled(b),
+                _ => continue,
+            }
+            r2r::log_info!(&l, "parameter {name} set to {value:?}");
+        }
+    })?;
     let (f, e) = (filter.clone(), emit.clone());
     let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
     spawner.spawn_local(async move {

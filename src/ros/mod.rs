@@ -10,6 +10,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 pub mod markers;
 pub mod obstacles;
+pub mod params;
 
 /// The parameter `name` as given (params file or -p), or `default`, which is then declared so that it
 /// shows in the node's parameter list. A value of the wrong type is reported and the default used.

@@ -3,14 +3,20 @@ import os
 import random
 import shutil
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
+
+import pytest
+import yaml
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from std_srvs.srv import SetBool, Trigger
 
-from conftest import call, query_cli, wait_for
+from conftest import BIN, call, query_cli, wait_for
 
 
 class Harness:
@@ -205,3 +211,50 @@ def test_reloads_under_1khz_commands_leave_no_gap_and_a_failed_reload_is_diagnos
     assert wait_for(h.node, lambda: any(s.level == b"\x02" or s.level == 2 for a in h.diag for s in a.status
                                         if "not (re)loaded" in s.message), 3)
     assert h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])[0] > 0
+
+
+ROS2 = Path(sys.executable).parent / "ros2"
+
+
+@pytest.mark.skipif(not ROS2.exists(), reason="the real ros2 CLI is not installed (scripts/setup_ros.sh installs it from ../shared)")
+def test_ros2_param_lists_sets_refuses_and_dumps_the_filters_parameters(start_node, models, tmp_path):
+    def ros2(*args):
+        # Without the daemon each call discovers the graph anew: retry while the node is not seen yet.
+        end = time.monotonic() + 20
+        while True:
+            out = subprocess.run([str(ROS2), *args, "--no-daemon"], capture_output=True, text=True, timeout=60)
+            text = out.stdout + out.stderr
+            if "Node not found" not in text or time.monotonic() > end:
+                return text
+
+    h = Harness(start_node, models[0], publish_period=0.02)
+    far, go = [0.35, -0.09, 0.05], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0]
+    same = lambda a, b: all(abs(x - y) < 1e-12 for x, y in zip(a, b))  # noqa: E731
+    base = h.respond(far, go)  # 16 cm from the learned cylinder: almost unchanged
+    assert abs(base[0] - go[0]) < 0.01, base
+    listed = ros2("param", "list", "/safety_filter").split()
+    assert {"safety_margin", "lookahead_time", "cmd_timeout", "use_header_stamp", "model_path"} <= set(listed)
+    # A margin wider than the distance to the learned obstacle changes the very next command.
+    assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "safety_margin", "0.2")
+    assert "0.2" in ros2("param", "get", "/safety_filter", "safety_margin")
+    out = h.respond(far, go)
+    print(f"\nmargin of the model: {base[:3]}; margin 0.2 m: {out[:3]}")
+    assert out[0] < base[0] - 0.02, (base, out)
+    assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "safety_margin", "-1.0")
+    assert same(h.respond(far, go), base), "a negative margin: the model's own again"
+    # Invalid values and start-only parameters are refused, with the reason.
+    assert "not a positive number" in ros2("param", "set", "/safety_filter", "lookahead_time", "-1.0")
+    assert "read at start" in ros2("param", "set", "/safety_filter", "pose_topic", "elsewhere")
+    # The dump is a parameter file a node starts with.
+    dump = tmp_path / "dump.yaml"
+    dump.write_text(ros2("param", "dump", "/safety_filter"))
+    params = yaml.safe_load(dump.read_text())["/safety_filter"]["ros__parameters"]
+    assert params["safety_margin"] == -1.0 and params["model_path"] == str(models[0])
+    h.proc.stop()
+    again = subprocess.Popen([str(BIN / "safety_filter"), "--ros-args", "--params-file", str(dump)],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert "Double value is: -1.0" in ros2("param", "get", "/safety_filter", "safety_margin")
+    finally:
+        again.send_signal(signal.SIGINT)
+        again.wait(timeout=10)
