@@ -238,6 +238,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let name = format!("{}: safety_filter", node.name()?);
     let logger = node.logger().to_string();
 
+    // Each output must stay safe until the next one: the horizon covers at least one timer period.
+    let mut config = config;
+    if period > config.lookahead_time {
+        r2r::log_warn!(
+            node.logger(),
+            "lookahead_time {} s is shorter than publish_period {period} s: checking {period} s ahead",
+            config.lookahead_time
+        );
+        config.lookahead_time = period;
+    }
     let filter = Rc::new(RefCell::new(SafetyFilter::new(config)));
     filter.borrow_mut().set_enabled(enabled);
     let last_status = Rc::new(RefCell::new(None::<Status>));
@@ -352,7 +362,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let c = &mut f.config;
             match (name.as_str(), n) {
                 ("safety_margin", Some(m)) => c.safety_margin = (m >= 0.0).then_some(m),
-                ("lookahead_time", Some(t)) => c.lookahead_time = t,
+                ("lookahead_time", Some(t)) => c.lookahead_time = t.max(period),
                 ("pose_timeout", Some(t)) => c.pose_timeout = t,
                 ("cmd_timeout", Some(t)) => c.cmd_timeout = t,
                 ("stop_pub_timeout", Some(t)) => c.stop_pub_timeout = t,
