@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import rclpy
+from rcl_interfaces.srv import GetParameters
 
 from conftest import BIN, ROOT, wait_for
 
@@ -68,6 +69,49 @@ def test_ros2_launch_starts_the_learn_graph_and_service_and_action_calls_answer(
         assert "Goal finished with status: SUCCEEDED" in out, out
         assert "reliable_infeasible" in out, "no feedback printed"
         assert model.exists()
+    finally:
+        os.killpg(launch.pid, signal.SIGINT)
+        try:
+            launch.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait()
+
+
+@pytest.mark.parametrize("graph", ["learn", "filter", "sim"])
+def test_each_launch_file_starts_the_nodes_and_remaps_that_run_graph_starts(graph, tmp_path):
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import run_graph
+
+    prefix = install_prefix(tmp_path)
+    env = dict(os.environ, AMENT_PREFIX_PATH=f"{prefix}:{os.environ.get('AMENT_PREFIX_PATH', '')}")
+    work = tmp_path / "work"
+    expected = run_graph.commands(graph, work, "reach_obstacle_3d")
+    launch = subprocess.Popen([str(ROS2), "launch", "pucl", f"{graph}.launch.py", f"workdir:={work}"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    node = rclpy.create_node(f"launch_graph_test_{os.getpid()}_{graph}")
+    try:
+        names = {n for n, _ in expected}
+        assert wait_for(node, lambda: names <= set(node.get_node_names()), 60), node.get_node_names()
+        assert names == set(node.get_node_names()) - {node.get_name()}, "exactly run_graph's nodes"
+        for name, cmd in expected:
+            remaps = [cmd[i + 1].split(":=") for i, a in enumerate(cmd) if a == "-r"]
+
+            def topics():
+                subs = node.get_subscriber_names_and_types_by_node(name, "/")
+                pubs = node.get_publisher_names_and_types_by_node(name, "/")
+                return {t for t, _ in subs + pubs}
+
+            for src, dst in remaps:
+                assert wait_for(node, lambda: f"/{dst}" in topics(), 10), f"{name}: {src} not remapped to {dst}"
+            # Every parameter run_graph sets has that value in the launched node (its parameter service).
+            sets = dict(cmd[i + 1].split(":=", 1) for i, a in enumerate(cmd) if a == "-p")
+            client = node.create_client(GetParameters, f"/{name}/get_parameters")
+            assert client.wait_for_service(timeout_sec=10), name
+            future = client.call_async(GetParameters.Request(names=list(sets)))
+            rclpy.spin_until_future_complete(node, future, timeout_sec=10)
+            got = [v.string_value for v in future.result().values]
+            assert got == list(sets.values()), (name, got, sets)
     finally:
         os.killpg(launch.pid, signal.SIGINT)
         try:
