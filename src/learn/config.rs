@@ -71,6 +71,12 @@ pub struct LearnConfig {
     /// Weigh both classes equally in the loss (the reference's plain BCE lets the ~20x larger
     /// demonstration set push the boundary into the infeasible data).
     pub balance_classes: bool,
+    /// One outer iteration trains zeta for `epochs` passes over D, R and M, but over at most this
+    /// many states' worth of minibatches: with more data it makes fewer passes, so that learning
+    /// time grows no faster than the data (it grew with epochs x data before). Absent from older
+    /// model files: no bound.
+    #[serde(default = "unbounded")]
+    pub max_training_states: usize,
     /// Velocity constraints: the commands between the zero command and each demonstrated one count
     /// as demonstrated (D is star-shaped around zero), so stopping and slowing down stay feasible
     /// and the policy projects its commands along rays from zero. Position constraints ignore it.
@@ -88,6 +94,10 @@ pub struct LearnConfig {
     pub crl: PpoConfig,
     pub mecl: MeclConfig,
     pub gpucl: GpuclConfig,
+}
+
+fn unbounded() -> usize {
+    usize::MAX
 }
 
 /// Keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the same start, and
@@ -239,6 +249,9 @@ impl LearnConfig {
     pub fn validate(&self) -> std::result::Result<(), String> {
         if self.iterations == 0 {
             return Err("iterations must be at least 1".into());
+        }
+        if self.max_training_states == 0 {
+            return Err("max_training_states must be at least 1".into());
         }
         if self.hidden.is_empty() || self.hidden.contains(&0) {
             return Err("hidden needs at least one layer, each of width >= 1".into());

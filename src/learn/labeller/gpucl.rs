@@ -62,6 +62,7 @@ mod tests {
             epochs: 1,
             batch_size: 8,
             balance_classes: false,
+            max_states: usize::MAX,
         };
         let mut l = Gpucl::fit(&demo, &cfg, bce, 0).unwrap();
         let r = l.identify(&demo, &rollouts, &Points::new(1)).unwrap();

@@ -95,6 +95,9 @@ pub struct Bce {
     pub batch_size: usize,
     /// Weigh both classes equally (else each state counts once).
     pub balance_classes: bool,
+    /// The training of one outer iteration visits at most `epochs` times this many states (see
+    /// `LearnConfig::max_training_states`).
+    pub max_states: usize,
 }
 
 impl Bce {
@@ -103,7 +106,19 @@ impl Bce {
             epochs: cfg.epochs,
             batch_size: cfg.batch_size,
             balance_classes: cfg.balance_classes,
+            max_states: cfg.max_training_states,
         }
+    }
+
+    /// Passes over `n` states: `epochs`, fewer when `n` exceeds `max_states` (the same number of
+    /// minibatches as `epochs` passes over `max_states` states), at least one.
+    pub fn passes(&self, n: usize) -> usize {
+        if n <= self.max_states || n == 0 {
+            return self.epochs;
+        }
+        (self.epochs * self.max_states)
+            .div_ceil(n)
+            .clamp(1, self.epochs)
     }
 
     /// Train on D against R and M (nothing when both are empty: NaN).
@@ -148,7 +163,7 @@ impl Bce {
             x.view(),
             y.view(),
             w.as_ref().map(|w| w.view()),
-            self.epochs,
+            self.passes(n),
             self.batch_size,
             rng,
         )
@@ -178,6 +193,23 @@ pub(crate) mod test_data {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn training_passes_shrink_beyond_max_training_states_so_steps_stay_bounded() {
+        let bce = Bce {
+            epochs: 300,
+            batch_size: 256,
+            balance_classes: false,
+            max_states: 25_000,
+        };
+        assert_eq!(bce.passes(1000), 300);
+        assert_eq!(bce.passes(25_000), 300);
+        assert_eq!(bce.passes(100_000), 75);
+        assert_eq!(bce.passes(10_000_000), 1);
+        // Minibatches per iteration stop growing with the data.
+        let steps = |n: usize| bce.passes(n) * n.div_ceil(256);
+        assert!(steps(100_000) <= steps(25_000) + 75);
+    }
     use rand::SeedableRng;
 
     #[test]
@@ -187,6 +219,7 @@ mod tests {
             epochs: 200,
             batch_size: 16,
             balance_classes: true,
+            max_states: usize::MAX,
         };
         let mut net = Mlp::new(1, &[16], 0);
         let mut adam = Adam::new(net.params.len(), 5e-3, 1e-5);

@@ -44,6 +44,7 @@ mod tests {
                 epochs: 1,
                 batch_size: 8,
                 balance_classes: false,
+                max_states: usize::MAX,
             },
         );
         let r = l.identify(&demo, &rollouts, &Points::new(1)).unwrap();
