@@ -353,6 +353,7 @@ impl SafetyFilter {
             dsm.saddle_escape = self.config.saddle_escape;
             dsm.leave_inside = true;
             dsm.swept_lookahead = true;
+            dsm.push_outward = false;
             dsm.workspace = model.workspace.clone();
             dsm.around_axis = self.config.reference_axis.clone();
             if safe_velocity_around(

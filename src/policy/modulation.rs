@@ -76,6 +76,13 @@ pub struct DsmConfig {
     /// and evaluation keep it off, like the reference; the safety filter turns it on.
     #[serde(default)]
     pub leave_inside: bool,
+    /// With the lookahead: when sliding along the boundary within the margin is refused, push
+    /// outward (a quarter of the speed per attempt) before slowing down. Without it the DSM policy
+    /// stalls beside convex learned obstacles. The safety filter turns it off: the controller behind
+    /// it, not the filter, chooses where to go, and pushing away from one learned obstacle can carry
+    /// the robot round the side of another that learning never probed.
+    #[serde(default = "yes")]
+    pub push_outward: bool,
     /// With the lookahead: check the whole path over the control period, not only its end point, so
     /// that a fast command cannot jump across a thin learned obstacle. Learning rollouts (short steps)
     /// keep it off; the safety filter, whose horizon covers many centimetres at speed, turns it on.
@@ -142,6 +149,7 @@ impl Default for DsmConfig {
             safety_margin: 0.0,
             saddle_escape: false,
             leave_inside: false,
+            push_outward: true,
             swept_lookahead: false,
             workspace: None,
             around_axis: None,
@@ -541,7 +549,7 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
                 continue;
             }
         }
-        if (1..=4).contains(&attempt) && gnorm > 0.0 {
+        if cfg.push_outward && (1..=4).contains(&attempt) && gnorm > 0.0 {
             // Sliding along a convex boundary loses a little distance each step (its curvature), so
             // within the margin a purely tangential motion is refused and the robot would stall
             // there: push outward, more at each attempt, keeping the tangential motion.
