@@ -2,13 +2,12 @@
 //! the model is reloaded when its file changes or on `~/reload`, atomically (a query sees the old or
 //! the new model, never a half-loaded one). Publishes `~/constraint_info` and `~/boundary` markers
 //! (transient local) and `/diagnostics`.
-use futures::FutureExt;
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::Scratch;
-use pucl::ros::{self, ERROR, OK, param_f64, param_string};
+use pucl::ros::{self, param_f64, param_string};
 use r2r::QosProfile;
 use r2r::pucl_interfaces::msg::ConstraintInfo;
 use r2r::pucl_interfaces::srv::QueryFeasibility;
@@ -123,56 +122,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let version = Rc::new(RefCell::new(None));
     // Load and validate the file on another thread (queries keep being answered), then swap the shared
     // model in one step; on failure the previous model stays, and /diagnostics says why.
-    let reload: ros::Reload = {
-        let (model, version, path, frame_id, name) = (
-            model.clone(),
-            version.clone(),
+    let reload = {
+        let (model, path, frame_id) = (model.clone(), model_path.clone(), frame_id.clone());
+        ros::model_reload(
             model_path.clone(),
-            frame_id.clone(),
-            name.clone(),
-        );
-        let (info_pub, marker_pub, diag_pub) =
-            (info_pub.clone(), marker_pub.clone(), diag_pub.clone());
-        Rc::new(move || {
-            let (model, version, path, frame_id, name) = (
-                model.clone(),
-                version.clone(),
-                path.clone(),
-                frame_id.clone(),
-                name.clone(),
-            );
-            let (info_pub, marker_pub, diag_pub) =
-                (info_pub.clone(), marker_pub.clone(), diag_pub.clone());
-            async move {
-                let file = path.clone();
-                let loaded = ros::off_thread(move || {
-                    let v = ros::file_version(std::path::Path::new(&file));
-                    ros::load_model(&file).map(|m| (m, v))
-                })
-                .await
-                .and_then(|r| r);
-                let result = loaded.map(|(m, v)| {
-                    let m = Arc::new(m);
-                    *model.borrow_mut() = Some(m.clone());
-                    *version.borrow_mut() = v;
-                    let _ = info_pub.publish(&info(&m, &path));
-                    let _ = marker_pub.publish(&pucl::ros::markers::boundary(&m, &frame_id));
-                    format!("loaded {path}: task {}, {} inputs", m.task, m.dim())
-                });
-                let (level, msg) = match &result {
-                    Ok(m) => (OK, m.clone()),
-                    Err(e) => (ERROR, format!("model not (re)loaded: {e}")),
-                };
-                let _ = diag_pub.publish(&ros::diagnostics(
-                    &name,
-                    level,
-                    &msg,
-                    &[("model_path", path.clone())],
-                ));
-                result
-            }
-            .boxed_local()
-        })
+            version.clone(),
+            diag_pub,
+            name,
+            || Ok,
+            move |m: ConstraintModel| {
+                let m = Arc::new(m);
+                *model.borrow_mut() = Some(m.clone());
+                let _ = info_pub.publish(&info(&m, &path));
+                let _ = marker_pub.publish(&pucl::ros::markers::boundary(&m, &frame_id));
+                format!("loaded {path}: task {}, {} inputs", m.task, m.dim())
+            },
+        )
     };
     match futures::executor::block_on(reload()) {
         Ok(m) => r2r::log_info!(node.logger(), "{m}"),

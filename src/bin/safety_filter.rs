@@ -3,11 +3,11 @@
 //! a timer; stale or non-finite input and a missing model give a zero twist, with the reason on
 //! `/diagnostics` and in the log. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
 //! and a changed model file reload the model. Angular velocity passes unchanged.
-use futures::FutureExt;
 use futures::StreamExt;
 use futures::executor::LocalPool;
 use futures::task::LocalSpawnExt;
 use pucl::deploy::filter::{FilterConfig, SafetyFilter, Status};
+use pucl::deploy::model::ConstraintModel;
 use pucl::ros::params::{self, LiveParameters};
 use pucl::ros::{self, ERROR, OK, WARN, param_bool, param_f64, param_string};
 use r2r::geometry_msgs::msg::{PoseStamped, Twist, TwistStamped, Vector3};
@@ -295,41 +295,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let version = Rc::new(RefCell::new(None));
     // Load, validate and prepare a model on another thread, then swap it in: commands keep being
     // answered during a reload. A failed reload keeps the previous model and says so on /diagnostics.
-    let reload: ros::Reload = {
-        let (filter, version, path) = (filter.clone(), version.clone(), model_path.clone());
-        let (diag_pub, name) = (diag_pub.clone(), name.clone());
-        Rc::new(move || {
-            let (filter, version, path) = (filter.clone(), version.clone(), path.clone());
-            let (diag_pub, name) = (diag_pub.clone(), name.clone());
-            let config = filter.borrow().config.clone();
-            async move {
-                let file = path.clone();
-                let loaded = ros::off_thread(move || {
-                    let v = ros::file_version(std::path::Path::new(&file));
-                    let m = ros::load_model(&file)?;
-                    let msg = format!("loaded {file}: task {}, {} inputs", m.task, m.dim());
-                    Ok((SafetyFilter::prepare(&config, Arc::new(m))?, msg, v))
-                })
-                .await
-                .and_then(|r: Result<_, String>| r);
-                let (level, text, out) = match loaded {
-                    Ok((prepared, msg, v)) => {
-                        filter.borrow_mut().install(prepared);
-                        *version.borrow_mut() = v;
-                        (OK, msg.clone(), Ok(msg))
-                    }
-                    Err(e) => (ERROR, format!("model not (re)loaded: {e}"), Err(e)),
-                };
-                let _ = diag_pub.publish(&ros::diagnostics(
-                    &name,
-                    level,
-                    &text,
-                    &[("model_path", path)],
-                ));
-                out
-            }
-            .boxed_local()
-        })
+    let reload = {
+        let (f, install, path) = (filter.clone(), filter.clone(), model_path.clone());
+        ros::model_reload(
+            model_path.clone(),
+            version.clone(),
+            diag_pub.clone(),
+            name.clone(),
+            move || {
+                let (config, path) = (f.borrow().config.clone(), path.clone());
+                move |m: ConstraintModel| {
+                    let msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
+                    SafetyFilter::prepare(&config, Arc::new(m)).map(|p| (p, msg))
+                }
+            },
+            move |(prepared, msg)| {
+                install.borrow_mut().install(prepared);
+                msg
+            },
+        )
     };
     match futures::executor::block_on(reload()) {
         Ok(m) => r2r::log_info!(&logger, "{m}"),

@@ -187,6 +187,56 @@ pub fn file_version(path: &Path) -> Option<FileVersion> {
 /// it; resolves to a message for the log and the caller, or the error (the previous model stays).
 pub type Reload = std::rc::Rc<dyn Fn() -> LocalBoxFuture<'static, Result<String, String>>>;
 
+/// The [`Reload`] of the model file at `path`, shared by the nodes that serve a model. `work` is
+/// called on the node's thread and returns what to do with the loaded model on another thread
+/// (validation, tables: the slow part); `install` swaps the result in on the node's thread and says
+/// what was loaded. The file's version goes to `version`; the outcome, OK or ERROR, to
+/// `/diagnostics` under `name` (the previous model stays on failure).
+pub fn model_reload<T, W>(
+    path: String,
+    version: std::rc::Rc<std::cell::RefCell<Option<FileVersion>>>,
+    diagnostics: r2r::Publisher<DiagnosticArray>,
+    name: String,
+    work: impl Fn() -> W + 'static,
+    install: impl Fn(T) -> String + 'static,
+) -> Reload
+where
+    T: Send + 'static,
+    W: FnOnce(ConstraintModel) -> Result<T, String> + Send + 'static,
+{
+    use futures::FutureExt;
+    let shared = std::rc::Rc::new((path, version, diagnostics, name, work, install));
+    std::rc::Rc::new(move || {
+        let shared = shared.clone();
+        async move {
+            let (path, version, diagnostics, name, work, install) = &*shared;
+            let (file, work) = (path.clone(), work());
+            let loaded = off_thread(move || {
+                let v = file_version(Path::new(&file));
+                load_model(&file).and_then(work).map(|t| (t, v))
+            })
+            .await
+            .and_then(|r| r);
+            let out = loaded.map(|(t, v)| {
+                *version.borrow_mut() = v;
+                install(t)
+            });
+            let (level, text) = match &out {
+                Ok(m) => (OK, m.clone()),
+                Err(e) => (ERROR, format!("model not (re)loaded: {e}")),
+            };
+            let _ = diagnostics.publish(&self::diagnostics(
+                name,
+                level,
+                &text,
+                &[("model_path", path.clone())],
+            ));
+            out
+        }
+        .boxed_local()
+    })
+}
+
 /// Run `work` on its own thread and await its result on the node's executor, which keeps serving
 /// commands and queries meanwhile.
 pub async fn off_thread<T: Send + 'static>(

@@ -1,6 +1,7 @@
 """The real ros2 tools against launched nodes: `ros2 launch pucl learn.launch.py`, `ros2 service call`,
 `ros2 action send_goal --feedback`. The package is laid out as colcon-ros-cargo installs it (the ament
 index marker, share/pucl/{package.xml,launch,config}, lib/pucl/<executables>) in a temporary prefix."""
+import contextlib
 import os
 import shutil
 import signal
@@ -37,6 +38,23 @@ def install_prefix(tmp_path):
     return prefix
 
 
+@contextlib.contextmanager
+def launched(env, launch_file, work):
+    """`ros2 launch pucl <launch_file> workdir:=<work>` for the duration of the block."""
+    launch = subprocess.Popen([str(ROS2), "launch", "pucl", launch_file, f"workdir:={work}"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              start_new_session=True)
+    try:
+        yield launch
+    finally:
+        os.killpg(launch.pid, signal.SIGINT)
+        try:
+            launch.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(launch.pid, signal.SIGKILL)
+            launch.wait()
+
+
 def ros2(env, *args, timeout=120):
     out = subprocess.run([str(ROS2), *args], capture_output=True, text=True, timeout=timeout, env=env)
     return out.stdout + out.stderr
@@ -47,11 +65,8 @@ def test_ros2_launch_starts_the_learn_graph_and_service_and_action_calls_answer(
     env = dict(os.environ, AMENT_PREFIX_PATH=f"{prefix}:{os.environ.get('AMENT_PREFIX_PATH', '')}")
     work = tmp_path / "work"
     work.mkdir()
-    launch = subprocess.Popen([str(ROS2), "launch", "pucl", "learn.launch.py", f"workdir:={work}"],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
     node = rclpy.create_node(f"launch_test_{os.getpid()}")
-    try:
+    with launched(env, "learn.launch.py", work):
         assert wait_for(node, lambda: NODES <= set(node.get_node_names()), 60), node.get_node_names()
         # The server watches workdir/model.json: give it a model, then ask it as a user would.
         shutil.copy(models[0], work / "model.json")
@@ -69,13 +84,6 @@ def test_ros2_launch_starts_the_learn_graph_and_service_and_action_calls_answer(
         assert "Goal finished with status: SUCCEEDED" in out, out
         assert "reliable_infeasible" in out, "no feedback printed"
         assert model.exists()
-    finally:
-        os.killpg(launch.pid, signal.SIGINT)
-        try:
-            launch.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(launch.pid, signal.SIGKILL)
-            launch.wait()
 
 
 @pytest.mark.parametrize("graph", ["learn", "filter", "sim"])
@@ -87,10 +95,8 @@ def test_each_launch_file_starts_the_nodes_and_remaps_that_run_graph_starts(grap
     env = dict(os.environ, AMENT_PREFIX_PATH=f"{prefix}:{os.environ.get('AMENT_PREFIX_PATH', '')}")
     work = tmp_path / "work"
     expected = run_graph.commands(graph, work, "reach_obstacle_3d")
-    launch = subprocess.Popen([str(ROS2), "launch", "pucl", f"{graph}.launch.py", f"workdir:={work}"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     node = rclpy.create_node(f"launch_graph_test_{os.getpid()}_{graph}")
-    try:
+    with launched(env, f"{graph}.launch.py", work):
         names = {n for n, _ in expected}
         assert wait_for(node, lambda: names <= set(node.get_node_names()), 60), node.get_node_names()
         # Exactly run_graph's nodes of pucl (other tests' client nodes may still be in the graph).
@@ -113,10 +119,3 @@ def test_each_launch_file_starts_the_nodes_and_remaps_that_run_graph_starts(grap
             rclpy.spin_until_future_complete(node, future, timeout_sec=10)
             got = [v.string_value for v in future.result().values]
             assert got == list(sets.values()), (name, got, sets)
-    finally:
-        os.killpg(launch.pid, signal.SIGINT)
-        try:
-            launch.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(launch.pid, signal.SIGKILL)
-            launch.wait()
