@@ -3,8 +3,6 @@
 //! the new model, never a half-loaded one). Publishes `~/constraint_info` and `~/boundary` markers
 //! (transient local) and `/diagnostics`.
 use futures::StreamExt;
-use futures::executor::LocalPool;
-use futures::task::LocalSpawnExt;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::Scratch;
 use pucl::ros::{self, param_f64, param_string};
@@ -16,6 +14,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::LocalSet;
 
 type Shared = Rc<RefCell<Option<Arc<ConstraintModel>>>>;
 
@@ -115,7 +114,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "~/reload",
         QosProfile::default(),
     )?;
-    let watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
+    let watch = Duration::from_secs_f64(watch_period.max(0.05));
     let name = format!("{}: constraint_server", node.name()?);
 
     let model: Shared = Rc::new(RefCell::new(None));
@@ -144,12 +143,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => r2r::log_error!(node.logger(), "{e}"),
     }
 
-    let pool = LocalPool::new();
-    let spawner = pool.spawner();
+    let tasks = LocalSet::new();
     // `ros2 param list/get/dump` answer; every parameter is read at start.
-    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
-    let (m, big) = (model.clone(), spawner.clone());
-    spawner.spawn_local(async move {
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
+    let m = model.clone();
+    tasks.spawn_local(async move {
         while let Some(mut req) = queries.next().await {
             let current = m.borrow().clone();
             if req.message.states.len() <= INLINE_VALUES {
@@ -172,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 continue;
             }
             let states = std::mem::take(&mut req.message.states);
-            let served = big.spawn_local(async move {
+            tokio::task::spawn_local(async move {
                 let r = ros::off_thread(move || answer(current.as_deref(), &states))
                     .await
                     .unwrap_or_else(|e| QueryFeasibility::Response {
@@ -182,21 +180,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 // Sent from this thread: the service is locked while a response is sent.
                 let _ = req.respond(r);
             });
-            if served.is_err() {
-                break;
-            }
         }
-    })?;
+    });
     let logger = node.logger().to_string();
     ros::spawn_model_reloading(
-        &spawner,
+        &tasks,
         reloads,
         watch,
         model_path.clone(),
         version.clone(),
         reload.clone(),
         logger.clone(),
-    )?;
-    ros::spin(node, pool);
+    );
+    ros::spin(node, tasks);
     Ok(())
 }

@@ -4,8 +4,6 @@
 //! nothing recorded is lost, and if `bag` is set, the pose and twist messages received while recording
 //! as an MCAP bag (rosbag2's storage); publishes the count on `~/count` (latched).
 use futures::StreamExt;
-use futures::executor::LocalPool;
-use futures::task::LocalSpawnExt;
 use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
 use pucl::demos::recorder::{AutoSegment, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
@@ -14,6 +12,7 @@ use r2r::std_srvs::srv::Trigger;
 use r2r::{QosProfile, WrappedTypesupport};
 use std::cell::RefCell;
 use std::rc::Rc;
+use tokio::task::LocalSet;
 
 /// The bag and the indices of its pose and twist channels.
 type BagChannels = (Rc<RefCell<Bag>>, usize, usize);
@@ -130,10 +129,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let save = Rc::new(save);
     let _ = save();
 
-    let pool = LocalPool::new();
-    let spawner = pool.spawner();
+    let tasks = LocalSet::new();
     // `ros2 param list/get/dump` answer; every parameter is read at start.
-    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
     let reliable = QosProfile::default().reliable().keep_last(100);
     let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
     let mut twists = node.subscribe::<TwistStamped>(&twist_topic, reliable)?;
@@ -227,26 +225,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let keep = Rc::new(keep);
     let (pp, f, k) = (pending_pose.clone(), feed.clone(), keep.clone());
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(m) = poses.next().await {
             k(|b| b.1, &m.header.stamp, m.to_serialized_bytes());
             let q = m.pose.position;
             *pp.borrow_mut() = Some((m.header.stamp, [q.x, q.y, q.z]));
             f();
         }
-    })?;
+    });
     let (pt, f, k) = (pending_twist.clone(), feed.clone(), keep.clone());
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(m) = twists.next().await {
             k(|b| b.2, &m.header.stamp, m.to_serialized_bytes());
             let l = m.twist.linear;
             *pt.borrow_mut() = Some((m.header.stamp, [l.x, l.y, l.z]));
             f();
         }
-    })?;
+    });
     let mut starts = node.create_service::<Trigger::Service>("~/start", QosProfile::default())?;
     let r = recorder.clone();
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(req) = starts.next().await {
             let out = r.borrow_mut().start();
             let _ = req.respond(Trigger::Response {
@@ -254,10 +252,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 message: out.map(|_| "recording".to_string()).unwrap_or_else(|e| e),
             });
         }
-    })?;
+    });
     let mut stops = node.create_service::<Trigger::Service>("~/stop", QosProfile::default())?;
     let (r, st) = (recorder.clone(), stopping.clone());
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(req) = stops.next().await {
             if r.borrow().is_recording() {
                 st.borrow_mut()
@@ -269,16 +267,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 });
             }
         }
-    })?;
+    });
     // Stops whose samples never come (nothing publishes) end after FLUSH.
     let mut flush_timer = node.create_wall_timer(std::time::Duration::from_millis(50))?;
     let fin = finish_stops.clone();
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while flush_timer.tick().await.is_ok() {
             fin(None);
         }
-    })?;
-    ros::spin(node, pool);
+    });
+    ros::spin(node, tasks);
     // Shutting down (SIGINT/SIGTERM): keep a demonstration in progress and write everything.
     if recorder.borrow().is_recording() {
         let _ = recorder.borrow_mut().stop();

@@ -3,8 +3,6 @@
 //! `ee_pose` and the applied twist; `~/reset` moves to a start; `~/run_expert` lets the task's expert
 //! drive to the goal (for recording demonstrations without a human); the true obstacles on `~/obstacles`.
 use futures::StreamExt;
-use futures::executor::LocalPool;
-use futures::task::LocalSpawnExt;
 use pucl::deploy::filter::FilterConfig;
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use pucl::task::Task;
@@ -16,6 +14,7 @@ use r2r::pucl_interfaces::srv::{Reset, RunExpert};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
+use tokio::task::LocalSet;
 
 struct ExpertRun {
     policy: Box<dyn Policy>,
@@ -133,29 +132,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let sim = Rc::new(RefCell::new(LiveSim::new(task)));
     let command = Rc::new(RefCell::new(None::<(f64, [f64; 3])>));
     let expert_run = Rc::new(RefCell::new(None::<ExpertRun>));
-    let pool = LocalPool::new();
-    let spawner = pool.spawner();
+    let tasks = LocalSet::new();
     // `ros2 param list/get/dump` answer; every parameter is read at start.
-    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
 
     let c = command.clone();
     if stamped {
         let mut cmds = node.subscribe::<TwistStamped>(&cmd_topic, reliable.clone())?;
-        spawner.spawn_local(async move {
+        tasks.spawn_local(async move {
             while let Some(m) = cmds.next().await {
                 *c.borrow_mut() = Some((
                     ros::mono_now(),
                     [m.twist.linear.x, m.twist.linear.y, m.twist.linear.z],
                 ));
             }
-        })?;
+        });
     } else {
         let mut cmds = node.subscribe::<Twist>(&cmd_topic, reliable.clone())?;
-        spawner.spawn_local(async move {
+        tasks.spawn_local(async move {
             while let Some(m) = cmds.next().await {
                 *c.borrow_mut() = Some((ros::mono_now(), [m.linear.x, m.linear.y, m.linear.z]));
             }
-        })?;
+        });
     }
     let mut resets = node.create_service::<Reset::Service>("~/reset", QosProfile::default())?;
     let (s, c, e, publ) = (
@@ -164,7 +162,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         expert_run.clone(),
         publish.clone(),
     );
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(req) = resets.next().await {
             let mut sim = s.borrow_mut();
             let start = if req.message.position.is_empty() {
@@ -190,11 +188,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             let _ = req.respond(Reset::Response { success, message });
         }
-    })?;
+    });
     let mut expert_requests =
         node.create_service::<RunExpert::Service>("~/run_expert", QosProfile::default())?;
     let (s, e) = (sim.clone(), expert_run.clone());
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(req) = expert_requests.next().await {
             if e.borrow().is_some() {
                 let _ = req.respond(RunExpert::Response {
@@ -219,9 +217,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
         }
-    })?;
+    });
     let mut timer = node.create_wall_timer(Duration::from_secs_f64(1.0 / rate.max(1.0)))?;
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while timer.tick().await.is_ok() {
             let mut sim = sim.borrow_mut();
             let mut run = expert_run.borrow_mut();
@@ -256,7 +254,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 });
             }
         }
-    })?;
-    ros::spin(node, pool);
+    });
+    ros::spin(node, tasks);
     Ok(())
 }

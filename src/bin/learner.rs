@@ -1,15 +1,13 @@
 //! learner: the ROS action `~/learn` (pucl_interfaces/action/LearnConstraint) runs DSM-PUCL on recorded
-//! demonstrations with the task's simulator, on a thread of its own so the node keeps answering;
+//! demonstrations with the task's simulator, on tokio's blocking pool so the node keeps answering;
 //! feedback each iteration (|R|, |M|, loss, elapsed); the model is written atomically only when
 //! learning succeeds, so a cancelled or killed run leaves the previous model intact; then the
 //! constraint_server is asked to reload.
-use futures::executor::LocalPool;
-use futures::task::LocalSpawnExt;
-use futures::{FutureExt, StreamExt};
+use futures::StreamExt;
 use pucl::demos::DemoSet;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::derive::Derived;
-use pucl::learn::{IterationStats, LearnConfig, learn};
+use pucl::learn::{LearnConfig, learn};
 use pucl::ros::{self, param_string};
 use pucl::task::Task;
 use r2r::QosProfile;
@@ -20,12 +18,8 @@ use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
-
-enum Progress {
-    Iteration(IterationStats),
-    Done(Result<(usize, f64), String>),
-}
+use std::time::Instant;
+use tokio::task::LocalSet;
 
 /// Everything a run needs, checked before learning starts (clear errors for bad goals).
 fn prepare(
@@ -110,14 +104,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let logger = node.logger().to_string();
     let mut goals = node.create_action_server::<LearnConstraint::Action>("~/learn")?;
     let reload = node.create_client::<Trigger::Service>(&reload_service, QosProfile::default())?;
-    let mut poll = node.create_wall_timer(Duration::from_millis(50))?;
-    let pool = LocalPool::new();
-    let spawner = pool.spawner();
+    let tasks = LocalSet::new();
     // `ros2 param list/get/dump` answer; every parameter is read at start.
-    let _read_only = pucl::ros::params::serve_parameters(&mut node, &spawner, Default::default())?;
+    let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
     let busy = Rc::new(Cell::new(false));
-    let inner = spawner.clone();
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(req) = goals.next().await {
             if busy.get() {
                 // One run at a time.
@@ -145,12 +136,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let seed = goal.goal.seed;
             let iterations = cfg.iterations as u32;
             let cancel = Arc::new(AtomicBool::new(false));
-            let (tx, rx) = std::sync::mpsc::channel();
+            // Learning runs on tokio's blocking pool; its progress comes back over a channel and
+            // goes out as feedback while this task also watches for a cancel request.
+            let (tx, mut progress) = tokio::sync::mpsc::unbounded_channel();
             let (flag, path) = (cancel.clone(), out.clone());
-            std::thread::spawn(move || {
-                let progress = tx.clone();
-                let r = learn(&task, &demos, &cfg, seed, &mut |st| {
-                    let _ = progress.send(Progress::Iteration(st.clone()));
+            let work = tokio::task::spawn_blocking(move || {
+                learn(&task, &demos, &cfg, seed, &mut |st| {
+                    let _ = tx.send(st.clone());
                     !flag.load(Ordering::SeqCst)
                 })
                 .map_err(|e| e.to_string())
@@ -158,35 +150,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let model = ConstraintModel::from_learned(&task, &demos, &cfg, seed, &learned);
                     model.save(&path).map_err(|e| e.to_string())?;
                     Ok((learned.history.len(), model.summary.iou.unwrap_or(f64::NAN)))
-                });
-                let _ = tx.send(Progress::Done(r));
+                })
             });
+            tokio::pin!(work);
             let t0 = Instant::now();
             loop {
-                if poll.tick().await.is_err() {
-                    return;
-                }
-                if let Some(Some(c)) = cancels.next().now_or_never() {
-                    c.accept();
-                    cancel.store(true, Ordering::SeqCst);
-                }
-                let mut done = None;
-                while let Ok(p) = rx.try_recv() {
-                    match p {
-                        Progress::Iteration(st) => {
-                            let _ = goal.publish_feedback(LearnConstraint::Feedback {
-                                iteration: st.iteration as u32 + 1,
-                                iterations,
-                                reliable_infeasible: st.reliable_infeasible as u32,
-                                memory_buffer: st.memory_buffer as u32,
-                                loss: st.loss,
-                                elapsed: t0.elapsed().as_secs_f64(),
-                            });
-                        }
-                        Progress::Done(r) => done = Some(r),
+                let r = tokio::select! {
+                    // Feedback first: every iteration is reported before the result.
+                    biased;
+                    Some(st) = progress.recv() => {
+                        let _ = goal.publish_feedback(LearnConstraint::Feedback {
+                            iteration: st.iteration as u32 + 1,
+                            iterations,
+                            reliable_infeasible: st.reliable_infeasible as u32,
+                            memory_buffer: st.memory_buffer as u32,
+                            loss: st.loss,
+                            elapsed: t0.elapsed().as_secs_f64(),
+                        });
+                        continue;
                     }
-                }
-                let Some(r) = done else { continue };
+                    Some(c) = cancels.next() => {
+                        c.accept();
+                        cancel.store(true, Ordering::SeqCst);
+                        continue;
+                    }
+                    r = &mut work => r.unwrap_or_else(|e| Err(format!("the learning thread failed: {e}"))),
+                };
                 busy.set(false);
                 match r {
                     Ok((n, iou)) => {
@@ -204,7 +193,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         ));
                         if let Ok(response) = reload.request(&Trigger::Request {}) {
                             // The constraint_server also reloads on its own when the file changes.
-                            let _ = inner.spawn_local(async move {
+                            tokio::task::spawn_local(async move {
                                 let _ = response.await;
                             });
                         }
@@ -226,7 +215,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 break;
             }
         }
-    })?;
-    ros::spin(node, pool);
+    });
+    ros::spin(node, tasks);
     Ok(())
 }

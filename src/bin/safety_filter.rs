@@ -4,8 +4,6 @@
 //! `/diagnostics` and in the log. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
 //! and a changed model file reload the model. Angular velocity passes unchanged.
 use futures::StreamExt;
-use futures::executor::LocalPool;
-use futures::task::LocalSpawnExt;
 use pucl::deploy::filter::{FilterConfig, SafetyFilter, Status};
 use pucl::deploy::model::ConstraintModel;
 use pucl::ros::params::{self, LiveParameters};
@@ -17,6 +15,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::task::LocalSet;
 
 fn twist(v: &[f64; 6]) -> Twist {
     Twist {
@@ -320,8 +319,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => r2r::log_error!(&logger, "model not loaded: {e}"),
     }
 
-    let pool = LocalPool::new();
-    let spawner = pool.spawner();
+    let tasks = LocalSet::new();
     // `ros2 param set` on a running filter: the behaviour parameters take effect on the next command.
     let live = LiveParameters::new()
         .with("safety_margin", params::finite_number)
@@ -334,9 +332,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with("saddle_escape", params::boolean)
         .with("use_header_stamp", params::boolean)
         .with("enabled", params::boolean);
-    let mut changes = params::serve_parameters(&mut node, &spawner, live)?;
+    let mut changes = params::serve_parameters(&mut node, &tasks, live)?;
     let (f, l) = (filter.clone(), logger.clone());
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some((name, value)) = changes.next().await {
             let mut f = f.borrow_mut();
             let (n, b) = (
@@ -359,10 +357,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
             r2r::log_info!(&l, "parameter {name} set to {value:?}");
         }
-    })?;
+    });
     let (f, e) = (filter.clone(), emit.clone());
     let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(p) = poses.next().await {
             let q = p.pose.position;
             f.borrow_mut().set_pose_stamped(
@@ -372,11 +370,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
         }
         drop(e);
-    })?;
+    });
     let (f, e) = (filter.clone(), emit.clone());
     if stamped {
         let mut cmds = node.subscribe::<TwistStamped>(&cmd_in, reliable.clone())?;
-        spawner.spawn_local(async move {
+        tasks.spawn_local(async move {
             while let Some(c) = cmds.next().await {
                 f.borrow_mut().set_command_stamped(
                     ros::mono_now(),
@@ -385,26 +383,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 );
                 e(Some(c.header.frame_id.clone()).filter(|s| !s.is_empty()));
             }
-        })?;
+        });
     } else {
         let mut cmds = node.subscribe::<Twist>(&cmd_in, reliable)?;
-        spawner.spawn_local(async move {
+        tasks.spawn_local(async move {
             while let Some(c) = cmds.next().await {
                 f.borrow_mut().set_command(ros::mono_now(), values(&c));
                 e(None);
             }
-        })?;
+        });
     }
     let mut timer = node.create_wall_timer(Duration::from_secs_f64(period.max(0.001)))?;
     let e = emit.clone();
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while timer.tick().await.is_ok() {
             e(None);
         }
-    })?;
+    });
     let mut enables = node.create_service::<SetBool::Service>("~/enable", QosProfile::default())?;
     let f = filter.clone();
-    spawner.spawn_local(async move {
+    tasks.spawn_local(async move {
         while let Some(req) = enables.next().await {
             f.borrow_mut().set_enabled(req.message.data);
             let message = if req.message.data {
@@ -417,21 +415,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 message: message.into(),
             });
         }
-    })?;
+    });
     let reloads = node.create_service::<Trigger::Service>("~/reload", QosProfile::default())?;
-    let watch = node.create_wall_timer(Duration::from_secs_f64(watch_period.max(0.05)))?;
+    let watch = Duration::from_secs_f64(watch_period.max(0.05));
     ros::spawn_model_reloading(
-        &spawner,
+        &tasks,
         reloads,
         watch,
         model_path.clone(),
         version.clone(),
         reload.clone(),
         logger.clone(),
-    )?;
+    );
     // The stop contract: on SIGINT/SIGTERM the last output is a zero twist, so that a downstream
     // controller holding the last command does not drive on with it.
-    ros::spin_then(node, pool, move || {
+    ros::spin_then(node, tasks, move || {
         out.publish(&[0.0; 6], None);
         let _ = diag_pub.publish(&ros::diagnostics(
             &name,

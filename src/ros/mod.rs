@@ -1,7 +1,11 @@
 //! Thin ROS 2 adapters (r2r) shared by the nodes: parameters with declared defaults, time, diagnostics,
 //! the model file watch, and the spin loop. Everything else is library code.
+//!
+//! Runtime: each node runs its tasks (streams of messages, requests and r2r timers) on a tokio
+//! current-thread runtime with a `LocalSet`, so tasks may share the node's state without locks; rcl
+//! is waited on between the tasks' turns ([`spin`]). Slow work goes to tokio's blocking pool
+//! ([`off_thread`]), file polling to tokio timers, SIGINT and SIGTERM to tokio's signal handling.
 use crate::deploy::model::ConstraintModel;
-use futures::executor::LocalPool;
 use futures::future::LocalBoxFuture;
 use r2r::diagnostic_msgs::msg::{DiagnosticArray, DiagnosticStatus, KeyValue};
 use r2r::{Node, Parameter, ParameterValue};
@@ -237,17 +241,18 @@ where
     })
 }
 
-/// Run `work` on its own thread and await its result on the node's executor, which keeps serving
-/// commands and queries meanwhile.
+/// Run `work` on tokio's blocking pool and await its result on the node's thread, which keeps serving
+/// commands and queries meanwhile. Before the node spins (no runtime yet) there is nobody to keep
+/// serving, and `work` runs right here.
 pub async fn off_thread<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Result<T, String> {
-    let (tx, rx) = futures::channel::oneshot::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(work());
-    });
-    rx.await
-        .map_err(|_| "the loading thread ended without a result".to_string())
+    if tokio::runtime::Handle::try_current().is_err() {
+        return Ok(work());
+    }
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|e| format!("the worker thread failed: {e}"))
 }
 
 /// Load a model file completely (validation included) before anyone sees it.
@@ -269,16 +274,19 @@ pub fn param_task(node: &Node) -> Result<crate::task::Task, String> {
     crate::task::Task::load(&name).map_err(|e| format!("parameter task: {e}"))
 }
 
-/// Reload the model whenever its file changes (checked on every tick of `timer`). `version` holds
-/// the version last loaded; a broken file is not retried until it changes again.
+/// Reload the model whenever its file changes (checked every `period`). `version` holds the version
+/// last loaded; a broken file is not retried until it changes again.
 pub async fn watch_model_file(
-    mut timer: r2r::Timer,
+    period: Duration,
     path: String,
     version: std::rc::Rc<std::cell::RefCell<Option<FileVersion>>>,
     reload: Reload,
     logger: String,
 ) {
-    while timer.tick().await.is_ok() {
+    let mut ticks = tokio::time::interval(period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
         let now = file_version(Path::new(&path));
         if now.is_some() && now != *version.borrow() {
             *version.borrow_mut() = now;
@@ -293,19 +301,24 @@ pub async fn watch_model_file(
 /// Reload the model on `~/reload` requests and whenever its file changes (see [`serve_reload`] and
 /// [`watch_model_file`]).
 pub fn spawn_model_reloading(
-    spawner: &futures::executor::LocalSpawner,
+    tasks: &tokio::task::LocalSet,
     requests: impl futures::Stream<Item = r2r::ServiceRequest<r2r::std_srvs::srv::Trigger::Service>>
     + Unpin
     + 'static,
-    timer: r2r::Timer,
+    watch_period: Duration,
     path: String,
     version: std::rc::Rc<std::cell::RefCell<Option<FileVersion>>>,
     reload: Reload,
     logger: String,
-) -> Result<(), futures::task::SpawnError> {
-    use futures::task::LocalSpawnExt;
-    spawner.spawn_local(serve_reload(requests, reload.clone(), logger.clone()))?;
-    spawner.spawn_local(watch_model_file(timer, path, version, reload, logger))
+) {
+    tasks.spawn_local(serve_reload(requests, reload.clone(), logger.clone()));
+    tasks.spawn_local(watch_model_file(
+        watch_period,
+        path,
+        version,
+        reload,
+        logger,
+    ));
 }
 
 /// Answer `~/reload` (std_srvs/Trigger) with `reload`: success and its message, or the failure, which
@@ -329,27 +342,46 @@ pub async fn serve_reload(
     }
 }
 
-/// Spin the node and run the node's tasks until SIGINT or SIGTERM; then return, so that the node is
+/// Spin the node and run its `tasks` until SIGINT or SIGTERM; then return, so that the node is
 /// dropped and leaves the ROS graph cleanly.
-pub fn spin(node: Node, pool: LocalPool) {
-    spin_then(node, pool, || {});
+pub fn spin(node: Node, tasks: tokio::task::LocalSet) {
+    spin_then(node, tasks, || {});
 }
 
 /// [`spin`], then `on_shutdown` while the node still exists (its publishers still work), and a
 /// moment for the middleware to deliver what it published.
-pub fn spin_then(mut node: Node, mut pool: LocalPool, on_shutdown: impl FnOnce()) {
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let flag = stop.clone();
-    if let Err(e) =
-        ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst))
+pub fn spin_then(mut node: Node, tasks: tokio::task::LocalSet, on_shutdown: impl FnOnce()) {
+    let logger = node.logger().to_string();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
     {
-        r2r::log_warn!(node.logger(), "no signal handler ({e}): stop with SIGKILL");
-    }
-    while !stop.load(std::sync::atomic::Ordering::SeqCst) {
-        node.spin_once(Duration::from_millis(2));
-        pool.run_until_stalled();
-    }
-    r2r::log_info!(node.logger(), "shutting down");
+        Ok(rt) => rt,
+        Err(e) => {
+            r2r::log_error!(&logger, "no tokio runtime: {e}");
+            return;
+        }
+    };
+    tasks.block_on(&runtime, async {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate())
+            .inspect_err(|e| r2r::log_warn!(&logger, "no SIGTERM handler ({e})"))
+            .ok();
+        let interrupt = tokio::signal::ctrl_c();
+        tokio::pin!(interrupt);
+        loop {
+            // rcl waits up to 2 ms for work (messages, requests, r2r timers) and wakes the tasks
+            // it concerns; then every ready task runs, and tokio's timers and signals are polled.
+            node.spin_once(Duration::from_millis(2));
+            tokio::select! {
+                biased;
+                _ = &mut interrupt => break,
+                Some(()) = async { terminate.as_mut()?.recv().await } => break,
+                () = tokio::task::yield_now() => {}
+            }
+        }
+    });
+    r2r::log_info!(&logger, "shutting down");
     on_shutdown();
     node.spin_once(Duration::from_millis(10));
     std::thread::sleep(Duration::from_millis(100));

@@ -4,7 +4,6 @@
 //! refused with the reason that they are read at start.
 use futures::StreamExt;
 use futures::stream::LocalBoxStream;
-use futures::task::{LocalSpawnExt, SpawnError};
 use r2r::indexmap::IndexMap;
 use r2r::{Node, Parameter, ParameterValue, RosParams};
 use std::sync::{Arc, Mutex};
@@ -71,13 +70,11 @@ impl RosParams for LiveParameters {
 /// the stream of accepted changes (name, new value), for the node to apply.
 pub fn serve_parameters(
     node: &mut Node,
-    spawner: &futures::executor::LocalSpawner,
+    tasks: &tokio::task::LocalSet,
     live: LiveParameters,
 ) -> Result<LocalBoxStream<'static, (String, ParameterValue)>, Box<dyn std::error::Error>> {
     let (handler, changes) = node.make_derived_parameter_handler(Arc::new(Mutex::new(live)))?;
-    spawner
-        .spawn_local(handler)
-        .map_err(|e: SpawnError| e.to_string())?;
+    tasks.spawn_local(handler);
     Ok(changes.boxed_local())
 }
 
