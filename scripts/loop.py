@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""The whole loop over ROS 2 on the built-in simulator: start the 'learn' graph (launch/graph.yaml),
-record expert demonstrations over topics, learn the constraint with the learner action, serve it,
-then drive the simulator with a nominal controller that would hit the obstacle, through the safety
-filter, and report IoU, the unsafe rate and whether the filtered runs stayed feasible.
+"""The whole loop over ROS 2 on the built-in simulator: start the 'learn' graph (launch/graph.yaml)
+with `ros2 launch pucl learn.launch.py` where pucl is installed and a ros2 command exists (else with
+scripts/run_graph.py, which starts the same nodes), record expert demonstrations over topics, learn
+the constraint with the learner action, serve it, then drive the simulator with a nominal
+controller that would hit the obstacle, through the safety filter, and report IoU, the unsafe rate
+and whether the filtered runs stayed feasible.
 
     loop.py [--task reach_obstacle_3d] [--workdir out/ros] [--demos N] [--jitter M] [--runs N] [--shift]
             [--expert-margin M] [--safety-margin M] [--learn-config FILE]
@@ -14,6 +16,8 @@ import math
 import os
 import pathlib
 import random
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,8 +40,20 @@ def task_file(task):
     return yaml.safe_load((p if p.exists() else pathlib.Path(task)).read_text())
 
 
+def installed_prefix():
+    """The install prefix of pucl when colcon installed it (it is in the ament index), else None."""
+    try:
+        from ament_index_python.packages import get_package_prefix
+
+        return pathlib.Path(get_package_prefix("pucl"))
+    except Exception:  # noqa: BLE001 - not installed, or no ament_index_python
+        return None
+
+
 def pucl(*args):
-    out = subprocess.run([str(ROOT / "target/release/pucl"), *map(str, args)], capture_output=True, text=True)
+    prefix = installed_prefix()
+    exe = prefix / "bin/pucl" if prefix and (prefix / "bin/pucl").exists() else ROOT / "target/release/pucl"
+    out = subprocess.run([str(exe), *map(str, args)], capture_output=True, text=True)
     if out.returncode != 0:
         raise RuntimeError(out.stderr.strip())
     return out.stdout
@@ -53,10 +69,28 @@ class Loop:
         self.expert_margin = expert_margin
         overrides = {}
         if expert_margin is not None:
-            overrides["kinematic_sim"] = {"expert_margin": float(expert_margin)}
+            overrides["kinematic_sim"] = {"ros__parameters": {"expert_margin": float(expert_margin)}}
         if safety_margin is not None:
-            overrides["safety_filter"] = {"safety_margin": float(safety_margin)}
-        self.procs = run_graph.start("learn", self.workdir, task, overrides=overrides)
+            overrides["safety_filter"] = {"ros__parameters": {"safety_margin": float(safety_margin)}}
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        params_file = None
+        if overrides:
+            params_file = self.workdir / "overrides.yaml"
+            params_file.write_text(yaml.safe_dump(overrides))
+        self.launch, self.procs = None, []
+        prefix = installed_prefix()
+        ros2 = shutil.which("ros2") or next(iter(pathlib.Path(sys.executable).parent.glob("ros2")), None)
+        if prefix and ros2:
+            args = [ros2, "launch", "pucl", "learn.launch.py", f"workdir:={self.workdir.resolve()}", f"task:={task}"]
+            if params_file:
+                args.append(f"params_file:={params_file.resolve()}")
+            print(f"[loop] {' '.join(args)}", file=sys.stderr)
+            log = open(self.workdir / "launch.log", "w")
+            self.launch = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        else:
+            print("[loop] no ros2 launch for an installed pucl here: scripts/run_graph.py learn", file=sys.stderr)
+            bin_dir = prefix / "lib/pucl" if prefix else None
+            self.procs = run_graph.start("learn", self.workdir, task, params_file=params_file, bin_dir=bin_dir)
         self.node = rclpy.create_node(f"pucl_loop_{os.getpid()}")
         self.pose = None
         self.node.create_subscription(PoseStamped, "/ee_pose", self._on_pose, 100)
@@ -96,6 +130,13 @@ class Loop:
     def close(self):
         self.node.destroy_node()
         run_graph.stop(self.procs)
+        if self.launch and self.launch.poll() is None:
+            os.killpg(self.launch.pid, signal.SIGINT)  # ros2 launch stops its nodes on SIGINT
+            try:
+                self.launch.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.launch.pid, signal.SIGKILL)
+                self.launch.wait()
 
     def demo_starts(self, n, jitter, seed):
         """The task's starts in turn, each moved by up to +-jitter per axis where the expert can start

@@ -3,9 +3,10 @@
 parameter files, overrides and remappings), where no `ros2 launch` exists. Stops everything on
 SIGINT/SIGTERM or when a node exits.
 
-    run_graph.py learn --workdir out/ros --task reach_obstacle_3d [--print]
+    run_graph.py learn --workdir out/ros --task reach_obstacle_3d [--params-file F] [--print]
 """
 import argparse
+import json
 import os
 import pathlib
 import signal
@@ -18,10 +19,22 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROOT, overrides=None):
-    """The command line of every node of `graph`, as the launch files build them; `overrides`
-    ({node: {parameter: value}}) sets more parameters last, as `ros2 launch` users do on the command
-    line."""
+def file_overrides(params_file):
+    """{node: {parameter: value}} of a ROS parameter file (keys: node names, /name or /**), as the
+    launch files' params_file argument applies it."""
+    if not params_file:
+        return {}
+    out = {}
+    for key, body in (yaml.safe_load(pathlib.Path(params_file).read_text()) or {}).items():
+        out[key.lstrip("/")] = (body or {}).get("ros__parameters", {})
+    return out
+
+
+def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROOT, overrides=None,
+             params_file=None):
+    """The command line of every node of `graph`, as the launch files build them; `params_file`
+    (keys: node names or /**) and then `overrides` ({node: {parameter: value}}) set more parameters
+    last, as `ros2 launch ... params_file:=F` does."""
     desc = yaml.safe_load((root / "launch" / "graph.yaml").read_text())
     if graph not in desc["graphs"]:
         raise SystemExit(f"unknown graph '{graph}'; graph.yaml has {', '.join(desc['graphs'])}")
@@ -35,19 +48,22 @@ def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROO
         cmd = [str(bin_dir / node["executable"]), "--ros-args", "--params-file", str(root / node["params"])]
         for k, v in {**node.get("set", {}), **entry.get("set", {})}.items():
             cmd += ["-p", f"{k}:={str(v).format(**subst)}"]
-        for k, v in (overrides or {}).get(entry["node"], {}).items():
-            cmd += ["-p", f"{k}:={v}"]
+        extra = file_overrides(params_file)
+        for k, v in {**extra.get("**", {}), **extra.get(entry["node"], {}),
+                     **(overrides or {}).get(entry["node"], {})}.items():
+            cmd += ["-p", f"{k}:={v if isinstance(v, str) else json.dumps(v)}"]
         for a, b in entry.get("remap", {}).items():
             cmd += ["-r", f"{a}:={b}"]
         out.append((entry["node"], cmd))
     return out
 
 
-def start(graph, workdir, task, log_dir=None, overrides=None):
+def start(graph, workdir, task, log_dir=None, overrides=None, params_file=None, bin_dir=None):
     """Start the graph's nodes; returns [(name, Popen)]."""
     pathlib.Path(workdir).mkdir(parents=True, exist_ok=True)
     procs = []
-    for name, cmd in commands(graph, workdir, task, overrides=overrides):
+    kw = {"bin_dir": pathlib.Path(bin_dir)} if bin_dir else {}
+    for name, cmd in commands(graph, workdir, task, overrides=overrides, params_file=params_file, **kw):
         log = open(pathlib.Path(log_dir or workdir) / f"{name}.log", "w")
         procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)))
     return procs
@@ -71,13 +87,14 @@ def main():
     ap.add_argument("graph", help="learn, filter or sim (launch/graph.yaml)")
     ap.add_argument("--workdir", default="out/ros", help="where demos.csv, model.json and logs go")
     ap.add_argument("--task", default="reach_obstacle_3d", help="built-in task name or task file")
+    ap.add_argument("--params-file", help="a parameter file applied last to every node (keys: node names or /**)")
     ap.add_argument("--print", action="store_true", help="print the command lines and exit")
     a = ap.parse_args()
     if a.print:
-        for name, cmd in commands(a.graph, a.workdir, a.task):
+        for name, cmd in commands(a.graph, a.workdir, a.task, params_file=a.params_file):
             print(name + ": " + " ".join(cmd))
         return
-    procs = start(a.graph, a.workdir, a.task)
+    procs = start(a.graph, a.workdir, a.task, params_file=a.params_file)
     stopping = []
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stopping.append(True))
