@@ -1,4 +1,4 @@
-"""ros2 launch pucl filter.launch.py [workdir:=DIR] [task:=TASK]: the 'filter' graph of launch/graph.yaml
+"""ros2 launch pucl filter.launch.py [workdir:=DIR] [task:=TASK] [params_file:=FILE]: the 'filter' graph of launch/graph.yaml
 (scripts/run_graph.py filter starts the same nodes where no ros2 launch exists)."""
 import os
 import sys

@@ -1,4 +1,4 @@
-"""ros2 launch pucl learn.launch.py [workdir:=DIR] [task:=TASK]: the 'learn' graph of launch/graph.yaml
+"""ros2 launch pucl learn.launch.py [workdir:=DIR] [task:=TASK] [params_file:=FILE]: the 'learn' graph of launch/graph.yaml
 (scripts/run_graph.py learn starts the same nodes where no ros2 launch exists)."""
 import os
 import sys
