@@ -11,6 +11,7 @@ and whether the filtered runs stayed feasible.
 """
 import argparse
 import csv
+import functools
 import json
 import math
 import os
@@ -40,6 +41,7 @@ def task_file(task):
     return yaml.safe_load((p if p.exists() else pathlib.Path(task)).read_text())
 
 
+@functools.cache
 def installed_prefix():
     """The install prefix of pucl when colcon installed it (it is in the ament index), else None."""
     try:
@@ -79,7 +81,8 @@ class Loop:
             params_file.write_text(yaml.safe_dump(overrides))
         self.launch, self.procs = None, []
         prefix = installed_prefix()
-        ros2 = shutil.which("ros2") or next(iter(pathlib.Path(sys.executable).parent.glob("ros2")), None)
+        beside = pathlib.Path(sys.executable).parent / "ros2"  # the venv's tools from ../shared
+        ros2 = shutil.which("ros2") or (str(beside) if beside.exists() else None)
         if prefix and ros2:
             args = [ros2, "launch", "pucl", "learn.launch.py", f"workdir:={self.workdir.resolve()}", f"task:={task}"]
             if params_file:

@@ -24,10 +24,13 @@ def file_overrides(params_file):
     launch files' params_file argument applies it."""
     if not params_file:
         return {}
-    out = {}
-    for key, body in (yaml.safe_load(pathlib.Path(params_file).read_text()) or {}).items():
-        out[key.lstrip("/")] = (body or {}).get("ros__parameters", {})
-    return out
+    try:
+        data = yaml.safe_load(pathlib.Path(params_file).read_text()) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise SystemExit(f"params file {params_file}: {e}")
+    if not isinstance(data, dict) or not all(isinstance(b, dict) or b is None for b in data.values()):
+        raise SystemExit(f"params file {params_file}: expected node names (or /**) mapping to ros__parameters")
+    return {key.lstrip("/"): (body or {}).get("ros__parameters", {}) for key, body in data.items()}
 
 
 def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROOT, overrides=None,
@@ -42,13 +45,13 @@ def commands(graph, workdir, task, bin_dir=ROOT / "target" / "release", root=ROO
     unknown = set(overrides or {}) - {e["node"] for e in desc["graphs"][graph]}
     if unknown:
         raise SystemExit(f"overrides for nodes not in graph '{graph}': {', '.join(sorted(unknown))}")
+    extra = file_overrides(params_file)
     out = []
     for entry in desc["graphs"][graph]:
         node = desc["nodes"][entry["node"]]
         cmd = [str(bin_dir / node["executable"]), "--ros-args", "--params-file", str(root / node["params"])]
         for k, v in {**node.get("set", {}), **entry.get("set", {})}.items():
             cmd += ["-p", f"{k}:={str(v).format(**subst)}"]
-        extra = file_overrides(params_file)
         for k, v in {**extra.get("**", {}), **extra.get(entry["node"], {}),
                      **(overrides or {}).get(entry["node"], {})}.items():
             cmd += ["-p", f"{k}:={v if isinstance(v, str) else json.dumps(v)}"]

@@ -116,7 +116,8 @@ impl Bce {
         if n <= self.max_states || n == 0 {
             return self.epochs;
         }
-        (self.epochs * self.max_states)
+        self.epochs
+            .saturating_mul(self.max_states)
             .div_ceil(n)
             .clamp(1, self.epochs)
     }
