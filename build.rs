@@ -1,8 +1,28 @@
-//! Only for the `ros` feature: the PyPI ROS 2 wheels' librcl depends on libraries that need libpython,
+//! For the `ros` feature: the PyPI ROS 2 wheels' librcl depends on libraries that need libpython,
 //! so link it, and bake the venv's library paths as an rpath so the nodes run without environment.
+//! For the `mujoco` feature: bake the folder of libmujoco.so as an rpath and the folder of the model
+//! files as a default, both from scripts/setup_mujoco.sh's env.sh, so `pucl` runs without it.
 use std::process::Command;
 
 fn main() {
+    mujoco();
+    ros();
+}
+
+fn mujoco() {
+    println!("cargo:rerun-if-env-changed=MUJOCO_DYNAMIC_LINK_DIR");
+    println!("cargo:rerun-if-env-changed=PUCL_MUJOCO_MODELS");
+    if std::env::var_os("CARGO_FEATURE_MUJOCO").is_none() {
+        return;
+    }
+    if let Ok(dir) = std::env::var("MUJOCO_DYNAMIC_LINK_DIR") {
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");
+    }
+    let models = std::env::var("PUCL_MUJOCO_MODELS").unwrap_or_default();
+    println!("cargo:rustc-env=PUCL_MUJOCO_MODELS_AT_BUILD={models}");
+}
+
+fn ros() {
     println!("cargo:rerun-if-env-changed=R2R_PYTHON");
     println!("cargo:rerun-if-env-changed=AMENT_PREFIX_PATH");
     if std::env::var_os("CARGO_FEATURE_ROS").is_none() {

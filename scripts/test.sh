@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# Runs every test: the library's unit tests, the CLI's end-to-end tests, and the ROS 2 nodes driven
-# by rclpy (sets up the ROS 2 runtime first: scripts/setup_ros.sh). Ends with one summary line.
+# Runs every test: the library's unit tests, the CLI's end-to-end tests, the MuJoCo half-cheetah, and
+# the ROS 2 nodes driven by rclpy (sets up MuJoCo and the ROS 2 runtime first: scripts/setup_mujoco.sh,
+# scripts/setup_ros.sh). Ends with one summary line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup_mujoco.sh
 bash scripts/setup_ros.sh
+# shellcheck disable=SC1091
+source .mujoco/env.sh
 # shellcheck disable=SC1091
 source .ros/env.sh
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-cargo test --release --features ros "$@" 2>&1 | tee "$log" || status=$?
+# The tasks without the mujoco feature: a MuJoCo task is a clear error, the others load.
+cargo test --release --lib task:: 2>&1 | tee "$log" || status=$?
 if [ "$status" -eq 0 ]; then
-  cargo build --release --features ros --bins
+  cargo test --release --features ros,mujoco "$@" 2>&1 | tee -a "$log" || status=$?
+fi
+if [ "$status" -eq 0 ]; then
+  cargo build --release --features ros,mujoco --bins
   .ros/venv/bin/python -m pytest tests/ros -q -p no:cacheprovider 2>&1 | tee -a "$log" || status=$?
 fi
 passed=$(grep -oE '^test result: .* ([0-9]+) passed' "$log" | grep -oE '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')

@@ -374,6 +374,9 @@ fn builtin_task_files_in_config_are_the_embedded_ones() {
             .join("config/tasks")
             .join(format!("{name}.yaml"));
         assert_eq!(std::fs::read_to_string(&file).unwrap(), *yaml, "{name}");
+        if !pucl::task::builtin_available(yaml) {
+            continue;
+        }
         // A task name and the path of its file are interchangeable.
         let a = pucl::Task::load(name).unwrap();
         let b = pucl::Task::load(file.to_str().unwrap()).unwrap();

@@ -1,9 +1,13 @@
 //! `pucl tasks`: the built-in tasks, one line each.
 use anyhow::Result;
-use pucl::task::{BUILTIN, Task};
+use pucl::task::{BUILTIN, Task, builtin_available};
 
 pub fn run() -> Result<()> {
-    for (name, _) in BUILTIN {
+    for (name, yaml) in BUILTIN {
+        if !builtin_available(yaml) {
+            println!("{name:<20} (needs a build with --features mujoco)");
+            continue;
+        }
         let t = Task::load(name)?;
         println!(
             "{name:<20} state [{}]  constraint on [{}]  {}",

@@ -25,36 +25,47 @@ impl Confusion {
     pub fn truly_infeasible(&self) -> u64 {
         self.true_infeasible + self.false_feasible
     }
-    /// TI / (TI + FF + FI); 1 when both sets are empty.
+    /// TI / (TI + FF + FI); 1 when both sets are empty; NaN without points (a task without a grid).
     pub fn iou(&self) -> f64 {
-        ratio(
+        self.ratio(
             self.true_infeasible,
             self.true_infeasible + self.false_feasible + self.false_infeasible,
         )
     }
     /// TI / (TI + FF).
     pub fn recall(&self) -> f64 {
-        ratio(
+        self.ratio(
             self.true_infeasible,
             self.true_infeasible + self.false_feasible,
         )
     }
     /// TI / (TI + FI).
     pub fn precision(&self) -> f64 {
-        ratio(
+        self.ratio(
             self.true_infeasible,
             self.true_infeasible + self.false_infeasible,
         )
     }
 }
 
-fn ratio(a: u64, b: u64) -> f64 {
-    if b == 0 { 1.0 } else { a as f64 / b as f64 }
+impl Confusion {
+    fn ratio(&self, a: u64, b: u64) -> f64 {
+        if self.total() == 0 {
+            f64::NAN
+        } else if b == 0 {
+            1.0
+        } else {
+            a as f64 / b as f64
+        }
+    }
 }
 
 /// Call `f` on every point of the task's evaluation grid (first axis fastest).
 pub fn for_each_grid_point(task: &Task, mut f: impl FnMut(&[f64])) {
     let axes = &task.grid;
+    if axes.is_empty() {
+        return;
+    }
     let mut idx = vec![0usize; axes.len()];
     let mut x: Vec<f64> = axes.iter().map(|a| a[0]).collect();
     loop {

@@ -29,6 +29,7 @@ struct Dynamics {
     action_limit: ActionLimit,
     bounds: Option<(Vec<f64>, Vec<f64>)>,
     blocking: Vec<Shape>,
+    mujoco: Option<super::mujoco::Model>,
 }
 
 impl Task {
@@ -38,6 +39,7 @@ impl Task {
         let f = Fields { task: &name };
         let c = components(&spec, &f)?;
         let dy = dynamics(&spec, &f)?;
+        let speed_idx = reward(&spec, &f)?;
         if spec.true_constraint.is_empty() {
             return Err(f.err("true_constraint", "needs at least one primitive"));
         }
@@ -60,6 +62,8 @@ impl Task {
             blocking: dy.blocking,
             true_constraint,
             grid,
+            mujoco: dy.mujoco,
+            speed_idx,
         })
     }
 }
@@ -101,7 +105,17 @@ fn components(spec: &TaskSpec, f: &Fields) -> Result<Components> {
         .iter()
         .map(|n| state_index("position", n))
         .collect::<Result<Vec<_>>>()?;
-    if position_idx.len() != m {
+    if spec.dynamics.mujoco.is_some() {
+        // The model moves every component; a start sets them all.
+        if position_idx != (0..spec.state.len()).collect::<Vec<_>>()
+            || !spec.velocity_state.is_empty()
+        {
+            return Err(f.err(
+                "position",
+                "a MuJoCo task lists every state component, in state order (and no velocity_state)",
+            ));
+        }
+    } else if position_idx.len() != m {
         return Err(f.err(
             "position",
             format!(
@@ -167,6 +181,11 @@ fn dynamics(spec: &TaskSpec, f: &Fields) -> Result<Dynamics> {
     if !(d.dt.is_finite() && d.dt > 0.0) {
         return Err(f.err("dynamics.dt", "must be a finite number > 0"));
     }
+    let mujoco = d
+        .mujoco
+        .as_ref()
+        .map(|s| mujoco_model(spec, s, f))
+        .transpose()?;
     if !(d.velocity_scale.is_finite() && d.velocity_scale > 0.0) {
         return Err(f.err("dynamics.velocity_scale", "must be a finite number > 0"));
     }
@@ -211,11 +230,88 @@ fn dynamics(spec: &TaskSpec, f: &Fields) -> Result<Dynamics> {
             "a velocity_limit cannot block positions",
         ));
     }
+    if mujoco.is_some() && (bounds.is_some() || !blocking.is_empty()) {
+        return Err(f.err(
+            "dynamics.bounds",
+            "a MuJoCo task has no kinematic bounds or blocking regions (the model has its own)",
+        ));
+    }
     Ok(Dynamics {
         action_limit,
         bounds,
         blocking,
+        mujoco,
     })
+}
+
+/// Load the model and check that the task's state, action and dt are the model's.
+fn mujoco_model(
+    spec: &TaskSpec,
+    s: &super::spec::MujocoSpec,
+    f: &Fields,
+) -> Result<super::mujoco::Model> {
+    let model = super::mujoco::load(s).map_err(|e| f.err("dynamics.mujoco", e))?;
+    if spec.state.len() != model.nq + model.nv {
+        return Err(f.err(
+            "state",
+            format!(
+                "the model's state is qpos ({}) then qvel ({}): {} components, the task has {}",
+                model.nq,
+                model.nv,
+                model.nq + model.nv,
+                spec.state.len()
+            ),
+        ));
+    }
+    if spec.action.len() != model.nu {
+        return Err(f.err(
+            "action",
+            format!(
+                "the model has {} controls, the task {} actions",
+                model.nu,
+                spec.action.len()
+            ),
+        ));
+    }
+    let dt = model.timestep * model.frame_skip as f64;
+    if (spec.dynamics.dt - dt).abs() > 1e-9 * dt {
+        return Err(f.err(
+            "dynamics.dt",
+            format!(
+                "must be the model's timestep ({}) times frame_skip ({}) = {dt}",
+                model.timestep, model.frame_skip
+            ),
+        ));
+    }
+    Ok(model)
+}
+
+/// The reward's weights, and the state component whose speed it pays for.
+fn reward(spec: &TaskSpec, f: &Fields) -> Result<Option<usize>> {
+    let r = &spec.reward;
+    if [
+        r.distance,
+        r.progress,
+        r.path_length,
+        r.goal_bonus,
+        r.speed,
+        r.control,
+    ]
+    .iter()
+    .any(|v| !v.is_finite())
+    {
+        return Err(f.err("reward", "weights must be finite"));
+    }
+    match &r.speed_of {
+        None if r.speed != 0.0 => Err(f.err("reward.speed_of", "speed needs speed_of")),
+        None => Ok(None),
+        Some(n) => spec
+            .state
+            .iter()
+            .position(|s| s == n)
+            .map(Some)
+            .ok_or_else(|| f.err("reward.speed_of", format!("'{n}' is not a state component"))),
+    }
 }
 
 /// Compile primitives that live in a space of `dim` components.
@@ -240,7 +336,13 @@ fn compile_all(f: &Fields, field: &str, prims: &[PrimitiveSpec], dim: usize) -> 
 
 /// Goal, horizon, starts and reward: what an episode is.
 fn episodes(spec: &TaskSpec, f: &Fields, bounds: &Option<(Vec<f64>, Vec<f64>)>) -> Result<()> {
-    let m = spec.action.len();
+    let mujoco = spec.dynamics.mujoco.is_some();
+    // A start gives the positions, or for a MuJoCo task the full state.
+    let m = if mujoco {
+        spec.state.len()
+    } else {
+        spec.action.len()
+    };
     let check_pos = |field: &str, p: &[f64]| -> Result<()> {
         if p.len() != m {
             return Err(f.err(
@@ -260,9 +362,18 @@ fn episodes(spec: &TaskSpec, f: &Fields, bounds: &Option<(Vec<f64>, Vec<f64>)>) 
         }
         Ok(())
     };
-    check_pos("goal.position", &spec.goal.position)?;
-    if !(spec.goal.tolerance.is_finite() && spec.goal.tolerance > 0.0) {
-        return Err(f.err("goal.tolerance", "must be a finite number > 0"));
+    if mujoco {
+        if !spec.goal.is_none() {
+            return Err(f.err(
+                "goal",
+                "a MuJoCo task has no goal; its episodes run to the horizon",
+            ));
+        }
+    } else {
+        check_pos("goal.position", &spec.goal.position)?;
+        if !(spec.goal.tolerance.is_finite() && spec.goal.tolerance > 0.0) {
+            return Err(f.err("goal.tolerance", "must be a finite number > 0"));
+        }
     }
     if spec.horizon == 0 {
         return Err(f.err("horizon", "must be at least 1"));
@@ -283,19 +394,14 @@ fn episodes(spec: &TaskSpec, f: &Fields, bounds: &Option<(Vec<f64>, Vec<f64>)>) 
             return Err(f.err("training_starts", "lower must not exceed upper"));
         }
     }
-    let r = &spec.reward;
-    if [r.distance, r.progress, r.path_length, r.goal_bonus]
-        .iter()
-        .any(|v| !v.is_finite())
-    {
-        return Err(f.err("reward", "weights must be finite"));
-    }
     Ok(())
 }
 
 /// The evaluation grid, one axis per constraint input; and the episode count.
 fn evaluation_grid(spec: &TaskSpec, f: &Fields, features: usize) -> Result<Vec<Vec<f64>>> {
-    if spec.evaluation.grid.len() != features {
+    // A MuJoCo task's state has too many dimensions for a grid.
+    let none_allowed = spec.dynamics.mujoco.is_some() && spec.evaluation.grid.is_empty();
+    if spec.evaluation.grid.len() != features && !none_allowed {
         return Err(f.err(
             "evaluation.grid",
             format!(

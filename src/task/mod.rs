@@ -7,6 +7,7 @@
 //! (the file's schema), `compile` (its validation) and `suite` (generated tasks nobody tuned for). A new constraint primitive goes into `shape`.
 mod compile;
 pub mod expert;
+pub mod mujoco;
 pub mod shape;
 pub mod sim;
 mod spec;
@@ -36,7 +37,17 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "reach_four_cups_3d",
         include_str!("../../config/tasks/reach_four_cups_3d.yaml"),
     ),
+    (
+        "half_cheetah_blocked",
+        include_str!("../../config/tasks/half_cheetah_blocked.yaml"),
+    ),
 ];
+
+/// Whether this build can load a built-in task's YAML: a MuJoCo task needs the `mujoco` feature.
+pub fn builtin_available(yaml: &str) -> bool {
+    cfg!(feature = "mujoco")
+        || serde_yaml_ng::from_str::<TaskSpec>(yaml).map_or(true, |s| s.dynamics.mujoco.is_none())
+}
 
 /// Where a feature comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +75,10 @@ pub struct Task {
     pub blocking: Vec<Shape>,
     pub true_constraint: Vec<Shape>,
     pub grid: Vec<Vec<f64>>,
+    /// The MuJoCo model when the dynamics are one (then `position_idx` is every state component).
+    pub mujoco: Option<mujoco::Model>,
+    /// The state component whose speed the reward pays for.
+    pub speed_idx: Option<usize>,
 }
 
 impl Task {
@@ -139,7 +154,8 @@ impl Task {
         self.true_constraint.iter().any(|s| s.contains(psi))
     }
 
-    /// The full state for a start position (velocity-state components zero).
+    /// The full state for a start position (velocity-state components zero); for a MuJoCo task a
+    /// start is the full state.
     pub fn start_state(&self, position: &[f64]) -> Vec<f64> {
         let mut s = vec![0.0; self.state_dim()];
         for (k, &i) in self.position_idx.iter().enumerate() {
@@ -165,9 +181,79 @@ mod tests {
 
     #[test]
     fn every_builtin_task_loads_and_matches_its_file_name() {
-        for (name, _) in BUILTIN {
+        for (name, yaml) in BUILTIN {
+            if !builtin_available(yaml) {
+                let e = Task::load(name).unwrap_err().to_string();
+                assert!(e.contains("--features mujoco"), "{name}: {e}");
+                continue;
+            }
             let t = Task::load(name).unwrap();
             assert_eq!(t.name(), *name);
+        }
+    }
+
+    #[test]
+    #[cfg(feature = "mujoco")]
+    fn half_cheetah_blocked_is_gymnasiums_cheetah_with_a_wall_at_minus_three() {
+        let t = Task::load("half_cheetah_blocked").unwrap();
+        assert_eq!(
+            (t.state_dim(), t.action_dim(), t.feature_dim()),
+            (18, 6, 18)
+        );
+        let mut s = t.start_state(&[0.0; 18]);
+        assert!(!t.truly_infeasible(&s));
+        s[0] = -3.0;
+        assert!(t.truly_infeasible(&s));
+        // Reward |dx|/dt - 0.1 ||a||^2 whichever way it runs.
+        let mut sim = sim::Simulator::new(&t);
+        let (mut next, mut applied) = (vec![0.0; 18], vec![0.0; 6]);
+        let start = t.start_state(&[0.0; 18]);
+        let out = sim.step(
+            &start,
+            &[2.0, 0.0, 0.0, 0.0, 0.0, -0.5],
+            &mut next,
+            &mut applied,
+        );
+        assert_eq!(applied, vec![1.0, 0.0, 0.0, 0.0, 0.0, -0.5]);
+        let expect = (next[0] - start[0]).abs() / 0.05 - 0.1 * 1.25;
+        assert!((out.reward - expect).abs() < 1e-12 && !out.reached_goal);
+        // An episode runs to the horizon: there is no goal.
+        let mut traj = sim::Trajectory::with_capacity(&t);
+        let mut zero = |_: &[f64], a: &mut [f64]| a.fill(0.0);
+        sim.rollout(&start, &mut zero, &mut traj);
+        assert_eq!(traj.len(), 500);
+        assert!(traj.truly_feasible() && traj.final_state[0].abs() < 0.5);
+    }
+
+    #[test]
+    #[cfg(feature = "mujoco")]
+    fn a_mujoco_task_that_disagrees_with_its_model_names_the_field() {
+        let y = BUILTIN
+            .iter()
+            .find(|(n, _)| *n == "half_cheetah_blocked")
+            .unwrap()
+            .1;
+        for (from, to, field) in [
+            ("dt: 0.05", "dt: 0.04", "dynamics.dt"),
+            ("frame_skip: 5", "frame_skip: 0", "frame_skip"),
+            (
+                "model: half_cheetah.xml",
+                "model: no_such.xml",
+                "no_such.xml",
+            ),
+            ("action: [u_bthigh, ", "action: [", "action"),
+            (
+                "horizon: 500",
+                "goal: {position: [1.0], tolerance: 0.1}\nhorizon: 500",
+                "goal",
+            ),
+            ("speed_of: x", "speed_of: w", "reward.speed_of"),
+        ] {
+            assert!(y.contains(from), "{from}");
+            let e = Task::from_yaml(&y.replacen(from, to, 1), Path::new("c.yaml"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(field), "expected '{field}' in: {e}");
         }
     }
 

@@ -1,5 +1,5 @@
 //! Geometric primitives of a task's TRUE constraint (and of regions the dynamics block): ellipsoid,
-//! vertical cylinder, box, per-axis velocity limits. They live in the constraint's feature space
+//! vertical cylinder, box, per-axis velocity limits, half-space (a wall in any dimension). They live in the constraint's feature space
 //! psi(s, a). Only simulation, expert demonstrations and evaluation use them, never the learner.
 use nalgebra::{DMatrix, Rotation2, Rotation3};
 use serde::{Deserialize, Serialize};
@@ -38,6 +38,9 @@ pub enum PrimitiveSpec {
     },
     /// Infeasible iff |x_i| > max_abs[i] for any i; `null` leaves an axis unbounded.
     VelocityLimit { max_abs: Vec<Option<f64>> },
+    /// Infeasible iff normal . x <= at_most over the first normal.len() features (the blocked
+    /// half-cheetah's wall: normal [1], at_most -3).
+    HalfSpace { normal: Vec<f64>, at_most: f64 },
 }
 
 /// A compiled primitive: matrices precomputed, tests allocation-free.
@@ -66,6 +69,10 @@ pub enum Shape {
     },
     VelocityLimit {
         max_abs: Vec<f64>,
+    },
+    HalfSpace {
+        normal: Vec<f64>,
+        at_most: f64,
     },
 }
 
@@ -240,6 +247,17 @@ impl PrimitiveSpec {
                 }
                 Ok(Shape::VelocityLimit { max_abs: v })
             }
+            PrimitiveSpec::HalfSpace { normal, at_most } => {
+                finite("normal", normal)?;
+                if normal.iter().all(|v| *v == 0.0) {
+                    return Err("normal needs at least one non-zero value".into());
+                }
+                finite("at_most", &[*at_most])?;
+                Ok(Shape::HalfSpace {
+                    normal: normal.clone(),
+                    at_most: *at_most,
+                })
+            }
         }
     }
 }
@@ -276,12 +294,14 @@ impl Shape {
                 }
             }
             Shape::VelocityLimit { max_abs } => max_abs.len(),
+            Shape::HalfSpace { normal, .. } => normal.len(),
         }
     }
 
-    /// Whether the primitive needs exactly `dim()` features (cylinders only read the first 2 or 3).
+    /// Whether the primitive needs exactly `dim()` features (cylinders only read the first 2 or 3,
+    /// a half-space the first normal.len()).
     pub fn exact_dim(&self) -> bool {
-        !matches!(self, Shape::Cylinder { .. })
+        !matches!(self, Shape::Cylinder { .. } | Shape::HalfSpace { .. })
     }
 
     /// True where the constraint is violated (the point is infeasible).
@@ -327,6 +347,9 @@ impl Shape {
                 (0..n).all(|k| local(center, axes, x, k).abs() <= half_extents[k])
             }
             Shape::VelocityLimit { max_abs } => x.iter().zip(max_abs).any(|(v, m)| v.abs() > *m),
+            Shape::HalfSpace { normal, at_most } => {
+                normal.iter().zip(x).map(|(n, v)| n * v).sum::<f64>() <= *at_most
+            }
         }
     }
 
@@ -367,6 +390,10 @@ impl Shape {
             },
             Shape::VelocityLimit { max_abs } => Shape::VelocityLimit {
                 max_abs: max_abs.iter().map(|m| (m - margin).max(0.0)).collect(),
+            },
+            Shape::HalfSpace { normal, at_most } => Shape::HalfSpace {
+                normal: normal.clone(),
+                at_most: at_most + margin * norm(normal),
             },
         }
     }
@@ -432,6 +459,13 @@ impl Shape {
                     *v = v.clamp(-m, *m);
                 }
             }
+            Shape::HalfSpace { normal, at_most } => {
+                let n2 = norm(normal).powi(2);
+                let gap = at_most - normal.iter().zip(&*x).map(|(n, v)| n * v).sum::<f64>();
+                for (v, n) in x.iter_mut().zip(normal) {
+                    *v += n * gap / n2;
+                }
+            }
         }
     }
 
@@ -488,9 +522,26 @@ impl Shape {
                 }
             }
             Shape::VelocityLimit { .. } => {}
+            Shape::HalfSpace { normal, at_most } => {
+                // Bounded only along an axis-aligned normal.
+                let nonzero: Vec<usize> = (0..normal.len()).filter(|&i| normal[i] != 0.0).collect();
+                if let [i] = nonzero[..]
+                    && i < dim
+                {
+                    if normal[i] > 0.0 {
+                        hi[i] = at_most / normal[i];
+                    } else {
+                        lo[i] = at_most / normal[i];
+                    }
+                }
+            }
         }
         (lo, hi)
     }
+}
+
+fn norm(v: &[f64]) -> f64 {
+    v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 /// Coordinate k of x in the primitive's own frame (axes stored row-major, columns = directions).
@@ -653,6 +704,12 @@ mod tests {
             }
             .compile()
             .unwrap(),
+            PrimitiveSpec::HalfSpace {
+                normal: vec![1.0, -2.0],
+                at_most: -0.3,
+            }
+            .compile()
+            .unwrap(),
         ];
         let m = 0.05;
         for s in &shapes {
@@ -703,6 +760,36 @@ mod tests {
         assert!(v.contains(&[1.01, 0.0, 0.0]));
         assert!(!v.contains(&[1.0, 100.0, -0.4]));
         assert!(v.inflate(0.1).contains(&[0.95, 0.0, 0.0]));
+    }
+
+    #[test]
+    fn half_space_is_a_wall_in_any_dimension_and_projects_onto_it() {
+        let wall = PrimitiveSpec::HalfSpace {
+            normal: vec![1.0],
+            at_most: -3.0,
+        }
+        .compile()
+        .unwrap();
+        let mut x = vec![0.0; 18];
+        assert!(!wall.contains(&x));
+        x[0] = -3.0;
+        assert!(wall.contains(&x));
+        x[0] = -4.0;
+        wall.project_out(&mut x);
+        assert!((x[0] + 3.0).abs() < 1e-12 && x[1..].iter().all(|v| *v == 0.0));
+        let (lo, hi) = wall.aabb(18);
+        assert_eq!(
+            (lo[0], hi[0], hi[1]),
+            (f64::NEG_INFINITY, -3.0, f64::INFINITY)
+        );
+        assert!(wall.inflate(0.5).contains(&[-2.6]) && !wall.inflate(0.5).contains(&[-2.4]));
+        let e = PrimitiveSpec::HalfSpace {
+            normal: vec![0.0, 0.0],
+            at_most: 1.0,
+        }
+        .compile()
+        .unwrap_err();
+        assert!(e.contains("normal"), "{e}");
     }
 
     #[test]

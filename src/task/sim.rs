@@ -1,6 +1,7 @@
-//! Deterministic kinematic simulator of a task: steps any policy (state -> velocity command) and records
-//! the trajectory. Rows follow the reference demonstrations: (s_t, a_t) for every step taken, the state
+//! Deterministic simulator of a task, kinematic or (feature `mujoco`) a MuJoCo model: steps any policy
+//! (state -> action) and records the trajectory. Rows follow the reference demonstrations: (s_t, a_t) for every step taken, the state
 //! after the last step in `final_state`. Buffers are reused, so a rollout allocates nothing per step.
+use crate::task::mujoco::Engine;
 use crate::task::{ActionLimit, DistanceAt, Task};
 
 /// Anything that maps a state to an action (a velocity command in action units).
@@ -85,6 +86,8 @@ pub struct Simulator<'a> {
     next: Vec<f64>,
     zero_action: Vec<f64>,
     position: Vec<f64>,
+    /// A MuJoCo task's data, made on the first step.
+    engine: Option<Engine>,
 }
 
 impl<'a> Simulator<'a> {
@@ -96,6 +99,7 @@ impl<'a> Simulator<'a> {
             next: vec![0.0; task.state_dim()],
             zero_action: vec![0.0; task.action_dim()],
             position: vec![0.0; task.action_dim()],
+            engine: None,
         }
     }
 
@@ -136,6 +140,11 @@ impl<'a> Simulator<'a> {
     ) -> StepOutcome {
         let t = self.task;
         Self::limit_action(t, raw_action, applied);
+        if let Some(model) = &t.mujoco {
+            let engine = self.engine.get_or_insert_with(|| model.engine());
+            engine.step(state, applied, next);
+            return step_reward(t, state, next, applied);
+        }
         next.copy_from_slice(state);
         let gain = t.spec.dynamics.dt * t.spec.dynamics.velocity_scale;
         for (k, &i) in t.position_idx.iter().enumerate() {
@@ -158,7 +167,7 @@ impl<'a> Simulator<'a> {
         for (k, &i) in t.velocity_idx.iter().enumerate() {
             next[i] = applied[k];
         }
-        step_reward(t, state, next)
+        step_reward(t, state, next, applied)
     }
 
     /// Roll a policy out from `start` (a full state) until the goal or the horizon, into `traj`.
@@ -331,11 +340,13 @@ impl LiveSim {
     }
 }
 
-/// The task's reward for the step from `state` to `next`, and whether `next` reaches the goal.
-pub fn step_reward(t: &Task, state: &[f64], next: &[f64]) -> StepOutcome {
+/// The task's reward for the step from `state` to `next` under the applied action, and whether `next`
+/// reaches the goal.
+pub fn step_reward(t: &Task, state: &[f64], next: &[f64], applied: &[f64]) -> StepOutcome {
     let goal = t.goal();
     let (mut d0, mut d1, mut path) = (0.0, 0.0, 0.0);
-    for (k, &i) in t.position_idx.iter().enumerate() {
+    // Without a goal (a MuJoCo task) only the speed and control terms apply.
+    for (k, &i) in t.position_idx.iter().enumerate().take(goal.len()) {
         d0 += (state[i] - goal[k]).powi(2);
         d1 += (next[i] - goal[k]).powi(2);
         path += (next[i] - state[i]).powi(2);
@@ -347,8 +358,14 @@ pub fn step_reward(t: &Task, state: &[f64], next: &[f64]) -> StepOutcome {
         DistanceAt::BeforeStep => d0,
         DistanceAt::AfterStep => d1,
     };
-    let reward = -r.distance * dist + r.progress * (d0 - d1) - r.path_length * path
+    let mut reward = -r.distance * dist + r.progress * (d0 - d1) - r.path_length * path
         + if reached_goal { r.goal_bonus } else { 0.0 };
+    if let Some(i) = t.speed_idx {
+        reward += r.speed * (next[i] - state[i]).abs() / t.spec.dynamics.dt;
+    }
+    if r.control != 0.0 {
+        reward -= r.control * applied.iter().map(|a| a * a).sum::<f64>();
+    }
     StepOutcome {
         reward,
         reached_goal,
@@ -377,6 +394,7 @@ pub fn replay_return(sim: &mut Simulator, states: &[f64], actions: &[f64]) -> f6
             t,
             &states[i * n..(i + 1) * n],
             &states[(i + 1) * n..(i + 2) * n],
+            &actions[i * m..(i + 1) * m],
         ));
     }
     if rows > 0 {

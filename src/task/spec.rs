@@ -18,7 +18,8 @@ pub struct TaskSpec {
     /// Units of state and action components, by name (documentation, model files, plots).
     #[serde(default)]
     pub units: BTreeMap<String, String>,
-    /// The state components the action integrates, in action order.
+    /// The state components the action integrates, in action order. A MuJoCo task: every state
+    /// component (a start sets them all; the model's dynamics move them).
     pub position: Vec<String>,
     /// State components that hold the previous (applied) action, in action order; may be empty.
     #[serde(default)]
@@ -26,10 +27,13 @@ pub struct TaskSpec {
     /// The feature map psi(s, a): which state or action components the constraint sees.
     pub constraint_input: Vec<String>,
     pub dynamics: DynamicsSpec,
+    /// Where an episode ends early. A task without a goal (a MuJoCo task) runs to the horizon.
+    #[serde(default, skip_serializing_if = "GoalSpec::is_none")]
     pub goal: GoalSpec,
     /// Maximum number of steps of an episode.
     pub horizon: usize,
-    /// Demonstration start positions (velocity-state components start at zero).
+    /// Demonstration start positions (velocity-state components start at zero); for a MuJoCo task,
+    /// full states.
     pub starts: Vec<Vec<f64>>,
     /// Half-width of the uniform perturbation of a start when more demonstrations than starts are asked for.
     #[serde(default)]
@@ -54,12 +58,16 @@ pub struct StartBox {
     pub upper: Vec<f64>,
 }
 
-/// Kinematic single integrator: p' = clip(p + dt * velocity_scale * limit(a)).
+/// Kinematic single integrator: p' = clip(p + dt * velocity_scale * limit(a)); or, with `mujoco`, a
+/// MuJoCo model stepped `frame_skip` times per step under the limited action as its controls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DynamicsSpec {
-    /// Time step in seconds.
+    /// Time step in seconds (MuJoCo: the model's timestep times frame_skip).
     pub dt: f64,
+    /// A MuJoCo model instead of the kinematic integrator (cargo feature `mujoco`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mujoco: Option<MujocoSpec>,
     /// Position units per second per action unit.
     #[serde(default = "one")]
     pub velocity_scale: f64,
@@ -70,6 +78,17 @@ pub struct DynamicsSpec {
     /// Regions of position space the dynamics push the position out of (onto their boundary).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub blocking: Vec<PrimitiveSpec>,
+}
+
+/// A MuJoCo model as the dynamics. The state is the model's qpos then qvel; the action its controls.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MujocoSpec {
+    /// The model file: an absolute path, a path from the working directory, or a file name in the
+    /// folder `PUCL_MUJOCO_MODELS` names (scripts/setup_mujoco.sh points it at Gymnasium's models).
+    pub model: String,
+    /// Physics steps per task step.
+    pub frame_skip: usize,
 }
 
 fn one() -> f64 {
@@ -93,7 +112,8 @@ pub struct BoundsSpec {
     pub upper: Vec<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// No goal: an empty position and a zero tolerance, which no distance is below.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct GoalSpec {
     pub position: Vec<f64>,
@@ -101,8 +121,15 @@ pub struct GoalSpec {
     pub tolerance: f64,
 }
 
+impl GoalSpec {
+    pub fn is_none(&self) -> bool {
+        self.position.is_empty()
+    }
+}
+
 /// Per-step reward: `- distance * ||p - g||` (before or after the step) `+ progress * (d_t - d_{t+1})`
-/// `- path_length * ||p_{t+1} - p_t||`, plus `goal_bonus` on the step that reaches the goal.
+/// `- path_length * ||p_{t+1} - p_t||`, plus `goal_bonus` on the step that reaches the goal;
+/// `+ speed * |x_{t+1} - x_t| / dt` of the state component `speed_of`, `- control * ||a||^2`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RewardSpec {
@@ -116,6 +143,16 @@ pub struct RewardSpec {
     pub path_length: f64,
     #[serde(default)]
     pub goal_bonus: f64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub speed: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed_of: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub control: f64,
+}
+
+fn is_zero(v: &f64) -> bool {
+    *v == 0.0
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

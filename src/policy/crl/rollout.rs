@@ -3,7 +3,7 @@
 //! values where an episode is cut by the time limit or the batch ends.
 use super::{Ppo, normal};
 use crate::task::Task;
-use crate::task::sim::{Simulator, step_reward};
+use crate::task::sim::Simulator;
 use ndarray::{Array1, Array2, ArrayView2};
 
 /// One batch of experience, row = t * n_envs + e; reused across updates. Also tallies the finished
@@ -111,8 +111,7 @@ impl Ppo {
                     .zip(b.acts.row(r))
                     .for_each(|(a, v)| *a = *v);
                 b.state.copy_from_slice(&self.envs[e].0);
-                let _ = sim.step(&b.state, &b.raw, &mut b.next, &mut b.applied);
-                let out = step_reward(task, &b.state, &b.next);
+                let out = sim.step(&b.state, &b.raw, &mut b.next, &mut b.applied);
                 task.features_into(&b.state, &b.applied, &mut b.psi);
                 let c = cost(&b.psi);
                 b.rew[r] = out.reward;
