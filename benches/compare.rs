@@ -7,6 +7,12 @@
 //!                                    [--iterations N] [--timesteps N] [--jobs N]
 //!                                    [--sweep-policy crl|dsm]
 //!
+//! The blocked half-cheetah needs MuJoCo (bash scripts/setup_mujoco.sh && source .mujoco/env.sh):
+//!
+//!     cargo bench --features mujoco --bench compare -- --task half_cheetah_blocked
+//!
+//! (`--task T` is `--tasks T --part methods`.)
+//!
 //! Seeds 100.. (settings were chosen on seeds 0-9). `--iterations` / `--timesteps` shorten the CRL
 //! schedule (outer iterations, PPO steps per iteration) when the reference's would take too long;
 //! the tables say which schedule ran. Runs go `--jobs` at a time (default 2).
@@ -47,6 +53,7 @@ struct Opts {
 fn demos_file(task: &str) -> &'static str {
     match task {
         "point_ellipse_2d" => "point_ellipse_2d.csv",
+        "half_cheetah_blocked" => "half_cheetah_blocked.csv",
         _ => "reach_obstacle_3d_ds.csv",
     }
 }
@@ -76,14 +83,12 @@ fn run(job: &Job, o: &Opts) -> Result<Run, String> {
     let l = learn(&task, &demos, &cfg, job.seed, &mut |_| true).map_err(|e| e.to_string())?;
     let seconds = t0.elapsed().as_secs_f64();
     let episodes = task.spec.evaluation.episodes;
-    let mut e = evaluate(&task, &l.net, &l.dsm, 0.5, &l.starts, episodes, job.seed)
-        .map_err(|e| e.to_string())?;
-    if let Some(p) = &l.policy {
+    let e = match &l.policy {
         // CRL: the unsafe rate of the trained policy (20 episodes, as the reference evaluates CRL).
-        let (u, _) =
-            evaluate_policy(&task, p, &l.starts, 20, job.seed).map_err(|e| e.to_string())?;
-        e.unsafe_rate = u.rate();
+        Some(p) => evaluate_policy(&task, &l.net, 0.5, p, &l.starts, 20, job.seed),
+        None => evaluate(&task, &l.net, &l.dsm, 0.5, &l.starts, episodes, job.seed),
     }
+    .map_err(|e| e.to_string())?;
     Ok(Run {
         iou: e.iou,
         recall: e.recall,
@@ -160,6 +165,10 @@ fn paper(task: &str, method: Method) -> &'static str {
         ("point_ellipse_2d", Method::Mecl) => "0.47 / 11 %",
         ("point_ellipse_2d", Method::Bc) => "0.34 / 16 %",
         ("reach_obstacle_3d", Method::Pucl) => "0.46 +- 0.09 / 0.47 %",
+        ("half_cheetah_blocked", Method::Pucl) => "0.89 / 6 %",
+        ("half_cheetah_blocked", Method::Gpucl) => "0.65 / 20 %",
+        ("half_cheetah_blocked", Method::Mecl) => "0.78 / 9 %",
+        ("half_cheetah_blocked", Method::Bc) => "0.62 / 1 %",
         _ => "-",
     }
 }
@@ -180,7 +189,15 @@ fn main() {
             })
         })
     };
-    let part = arg("--part").unwrap_or_else(|| "all".into());
+    // `--task T`: the methods table on one task.
+    let single = arg("--task");
+    let part = arg("--part").unwrap_or_else(|| {
+        if single.is_some() {
+            "methods".into()
+        } else {
+            "all".into()
+        }
+    });
     if !["methods", "policies", "sweep", "all"].contains(&part.as_str()) {
         eprintln!("error: --part is methods, policies, sweep or all, got '{part}'");
         std::process::exit(2);
@@ -189,6 +206,7 @@ fn main() {
     let jobs = number("--jobs", 2);
     let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/compare".into()));
     let tasks: Vec<&'static str> = arg("--tasks")
+        .or(single)
         .map(|t| {
             t.split(',')
                 .map(|s| &*Box::leak(s.to_string().into_boxed_str()))

@@ -26,8 +26,8 @@ enum Command {
     /// Learn the constraint from demonstrations (DSM-PUCL by default; CRL-PUCL with --policy crl; the
     /// baselines with --method) and write the model file.
     Learn(cli::learn::LearnArgs),
-    /// Evaluate a model: IoU, recall, precision on the task's grid; unsafe rate of its DSM policy, or
-    /// of a CRL policy file (--policy).
+    /// Evaluate a model: IoU, recall, precision on the task's grid (or, without one, on the states of
+    /// its evaluation policies); unsafe rate of its DSM policy, or of a CRL policy file (--policy).
     Eval(cli::eval::EvalArgs),
     /// Query a model: feasible, zeta and its gradient at one or more points (values flattened).
     Query(cli::query::QueryArgs),

@@ -4,13 +4,15 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
+use pucl::policy::crl::{PolicyFile, expert};
 use pucl::task::Task;
 use pucl::task::expert::{ExpertOptions, generate};
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
 pub enum DemosCommand {
-    /// Make safe, near-optimal expert demonstrations from the task's true constraint.
+    /// Make safe, near-optimal expert demonstrations from the task's true constraint (a planner; for
+    /// a MuJoCo task, PPO trained on the true constraint, keeping the best 3 of 5 feasible rollouts).
     Generate(GenerateArgs),
     /// Validate a demonstration file against a task; print counts, goal reaching and true violations.
     Check(CheckArgs),
@@ -37,6 +39,13 @@ pub struct GenerateArgs {
     /// Output file: CSV (the reference format) or .json. Written atomically.
     #[arg(long)]
     out: PathBuf,
+    /// A MuJoCo task: also write the trained expert policy here (read by `pucl eval --policy`).
+    #[arg(long)]
+    expert_out: Option<PathBuf>,
+    /// A MuJoCo task: train without the true constraint (the nominal policy; its rollouts are kept
+    /// whether feasible or not), e.g. for a task's evaluation policies.
+    #[arg(long)]
+    unconstrained: bool,
 }
 
 #[derive(Args)]
@@ -67,32 +76,91 @@ fn generate_demos(a: GenerateArgs) -> Result<()> {
             anyhow::bail!("{name} must be a finite number >= 0, got {v}");
         }
     }
-    let bar = ProgressBar::new(a.count as u64).with_style(
-        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} demonstrations")
-            .expect("valid template"),
-    );
-    bar.set_message(format!("expert on {}", task.name()));
     let options = ExpertOptions {
         count: a.count,
         seed: a.seed,
         jitter: a.jitter,
         margin: a.margin,
     };
-    let trajs = generate(&task, &options, &mut |i| bar.set_position(i as u64))?;
-    bar.finish_and_clear();
+    let trajs = if task.mujoco.is_some() {
+        trained_expert(&task, &a, &options)?
+    } else {
+        if a.expert_out.is_some() || a.unconstrained {
+            anyhow::bail!(
+                "--expert-out and --unconstrained: only a MuJoCo task's expert is a trained policy"
+            );
+        }
+        let bar = demos_bar(&task, a.count);
+        let t = generate(&task, &options, &mut |i| bar.set_position(i as u64))?;
+        bar.finish_and_clear();
+        t
+    };
     let set = DemoSet::from_trajectories(&task, &trajs);
     set.save(&a.out, task.name())?;
     let r = set.report(&task);
+    let goal = if task.spec.goal.is_none() {
+        let mean = trajs.iter().map(|t| t.episode_return).sum::<f64>() / trajs.len() as f64;
+        format!("mean return {mean:.1}")
+    } else {
+        format!("goal reached {}/{}", r.reached_goal, r.demos)
+    };
     println!(
-        "wrote {}: {} demonstrations, {} steps, goal reached {}/{}, true violations {}",
+        "wrote {}: {} demonstrations, {} steps, {goal}, true violations {}",
         a.out.display(),
         r.demos,
         r.steps,
-        r.reached_goal,
-        r.demos,
         r.violating_steps
     );
     Ok(())
+}
+
+fn demos_bar(task: &Task, len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64).with_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} demonstrations")
+            .expect("valid template"),
+    );
+    bar.set_message(format!("expert on {}", task.name()));
+    bar
+}
+
+/// A MuJoCo task: train the expert on the true constraint, then keep the best feasible rollouts.
+fn trained_expert(
+    task: &Task,
+    a: &GenerateArgs,
+    options: &ExpertOptions,
+) -> Result<Vec<pucl::task::sim::Trajectory>> {
+    if options.margin.is_some() || options.jitter.is_some() {
+        anyhow::bail!(
+            "--margin and --jitter apply to the planning expert; a MuJoCo task's expert is trained \
+             (its starts use the task's start_jitter)"
+        );
+    }
+    let training = ProgressBar::new(0).with_style(
+        ProgressStyle::with_template("training the expert [{bar:30}] {pos}/{len} steps {eta}")
+            .expect("valid template"),
+    );
+    let policy = expert::train(task, a.seed, !a.unconstrained, &mut |done, total| {
+        training.set_length(total as u64);
+        training.set_position(done as u64);
+    })?;
+    training.finish_and_clear();
+    if let Some(p) = &a.expert_out {
+        PolicyFile::new(task, a.seed, policy.clone()).save(p)?;
+        eprintln!("wrote the expert policy to {}", p.display());
+    }
+    let n = expert::candidates(a.count);
+    let bar = demos_bar(task, n);
+    let trajs = expert::demonstrate(
+        task,
+        &policy,
+        a.count,
+        n,
+        !a.unconstrained,
+        a.seed,
+        &mut |i| bar.set_position(i as u64),
+    )?;
+    bar.finish_and_clear();
+    Ok(trajs)
 }
 
 fn check(a: CheckArgs) -> Result<()> {
@@ -109,7 +177,11 @@ fn check(a: CheckArgs) -> Result<()> {
         "  steps            {} (per demonstration {} to {})",
         r.steps, r.min_len, r.max_len
     );
-    println!("  goal reached     {} of {}", r.reached_goal, r.demos);
+    if task.spec.goal.is_none() {
+        println!("  goal             none (episodes run to the horizon)");
+    } else {
+        println!("  goal reached     {} of {}", r.reached_goal, r.demos);
+    }
     println!(
         "  true violations  {} steps in {} demonstrations {:?}",
         r.violating_steps,

@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::Args;
 use pucl::deploy::model::ConstraintModel;
 use pucl::policy::crl::PolicyFile;
+use pucl::policy::modulation::PolicySpace;
 use pucl::report::evaluate::{evaluate, evaluate_policy};
 use pucl::task::Task;
 use std::path::PathBuf;
@@ -46,30 +47,43 @@ pub fn run(a: EvalArgs) -> Result<()> {
         );
     }
     let episodes = a.episodes.unwrap_or(task.spec.evaluation.episodes);
-    let mut e = evaluate(
-        &task,
-        &m.network,
-        &m.dsm,
-        m.threshold,
-        &m.starts,
-        episodes,
-        a.seed,
-    )?;
-    if let Some(p) = &a.policy {
+    let e = match &a.policy {
         // The unsafe rate is the CRL policy's, not the DSM policy's.
-        let f = PolicyFile::load(p, &task)?;
-        let (u, reached) = evaluate_policy(&task, &f.policy, &m.starts, episodes, a.seed)?;
-        e.unsafe_rate = u.rate();
-        e.violating_episodes = u.episode_fraction();
-        e.goal_reached = reached;
-        e.unsafe_counts = u;
-        e.first_violations.clear();
-    }
+        Some(p) => {
+            let f = PolicyFile::load(p, &task)?;
+            evaluate_policy(
+                &task,
+                &m.network,
+                m.threshold,
+                &f.policy,
+                &m.starts,
+                episodes,
+                a.seed,
+            )?
+        }
+        None => {
+            if let Err(e) = PolicySpace::of(&task) {
+                anyhow::bail!(
+                    "task '{}' has no DSM policy ({e}): give the CRL policy with --policy",
+                    task.name()
+                );
+            }
+            evaluate(
+                &task,
+                &m.network,
+                &m.dsm,
+                m.threshold,
+                &m.starts,
+                episodes,
+                a.seed,
+            )?
+        }
+    };
     if a.json {
         let v = serde_json::json!({
             "iou": e.iou, "recall": e.recall, "precision": e.precision,
             "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
-            "goal_reached": e.goal_reached,
+            "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
         });
         println!("{v}");
     } else {
@@ -87,7 +101,11 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "  violating episodes  {} of {}",
             e.unsafe_counts.violating_episodes, e.unsafe_counts.episodes
         );
-        println!("  goal reached        {:.1} %", 100.0 * e.goal_reached);
+        if task.spec.goal.is_none() {
+            println!("  goal reached        none (the task has no goal)");
+        } else {
+            println!("  goal reached        {:.1} %", 100.0 * e.goal_reached);
+        }
     }
     if a.show_violations {
         for (ep, step, s) in &e.first_violations {

@@ -138,6 +138,14 @@ pub const BUILTIN_CONFIGS: &[(&str, &str)] = &[
         "reach_obstacle_3d.crl",
         include_str!("../../config/learn/reach_obstacle_3d.crl.yaml"),
     ),
+    (
+        "half_cheetah_blocked",
+        include_str!("../../config/learn/half_cheetah_blocked.yaml"),
+    ),
+    (
+        "half_cheetah_blocked.crl",
+        include_str!("../../config/learn/half_cheetah_blocked.crl.yaml"),
+    ),
 ];
 
 fn merge(base: &mut serde_yaml_ng::Value, over: serde_yaml_ng::Value) {
@@ -207,11 +215,20 @@ impl LearnConfig {
             }
             None => None,
         };
-        let user_policy = user_value
-            .as_ref()
-            .and_then(|v| v.get("policy"))
-            .and_then(|v| v.as_str());
-        let crl = policy.map_or(user_policy == Some("crl"), |p| p == PolicyKind::Crl);
+        // The policy: the argument, else the user's file's, else the task's own file's.
+        let task_file = BUILTIN_CONFIGS[1..]
+            .iter()
+            .find(|(n, _)| *n == task)
+            .and_then(|(_, text)| serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).ok());
+        let named = |v: Option<&serde_yaml_ng::Value>| {
+            v.and_then(|v| v.get("policy"))
+                .and_then(|v| v.as_str())
+                .map(str::to_string)
+        };
+        let file_policy = named(user_value.as_ref()).or_else(|| named(task_file.as_ref()));
+        let crl = policy.map_or(file_policy.as_deref() == Some("crl"), |p| {
+            p == PolicyKind::Crl
+        });
         let mut value = parse(BUILTIN_CONFIGS[0].1, Path::new("config/learn/default.yaml"))?;
         let mut layers = vec![task.to_string()];
         if crl {

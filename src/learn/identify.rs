@@ -38,6 +38,10 @@ pub struct IdentifyConfig {
     /// Instead of d_r: standardize and take this top percentage of the unlabeled states.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percentile: Option<f64>,
+    /// Measure the kNN score with d_r after standardizing each dimension by the mean and standard
+    /// deviation of D and P together (REFERENCE.md: the cheetah's heterogeneous 18-D states).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub standardize: bool,
     /// Eq. 3: from each unlabeled trajectory also add its state nearest to R.
     #[serde(default)]
     pub expansion: bool,
@@ -131,11 +135,40 @@ pub fn knn_scores(
         ($($k:literal)*) => {
             match reference.dim {
                 $($k => scores_k::<$k>(reference, queries, k, metric),)*
-                d => Err(Error::Invalid(format!("the kNN score supports 1 to 12 dimensions, not {d}"))),
+                _ => Ok(scores_exhaustive(reference, queries, k, metric)),
             }
         };
     }
-    dispatch!(1 2 3 4 5 6 7 8 9 10 11 12)
+    // A k-d tree per dimension up to the cheetah's 18; beyond, an exhaustive search.
+    dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18)
+}
+
+/// The kNN score by comparing every pair (any dimension).
+fn scores_exhaustive(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Vec<f64> {
+    let k = k.min(reference.len()).max(1);
+    let distance = |a: &[f64], b: &[f64]| -> f64 {
+        let diffs = a.iter().zip(b).map(|(x, y)| (x - y).abs());
+        match metric {
+            Metric::Euclidean => diffs.map(|d| d * d).sum::<f64>().sqrt(),
+            Metric::Manhattan => diffs.sum(),
+            Metric::Chebyshev => diffs.fold(0.0, f64::max),
+        }
+    };
+    queries
+        .rows()
+        .map(|q| {
+            let mut nearest: Vec<f64> = Vec::with_capacity(k + 1);
+            for r in reference.rows() {
+                let d = distance(q, r);
+                if nearest.len() < k || d < nearest[k - 1] {
+                    let at = nearest.partition_point(|x| *x <= d);
+                    nearest.insert(at, d);
+                    nearest.truncate(k);
+                }
+            }
+            nearest.iter().sum::<f64>() / nearest.len() as f64
+        })
+        .collect()
 }
 
 fn scores_k<const K: usize>(
@@ -228,6 +261,10 @@ pub fn identify(
     let selection = cfg.selection().map_err(Error::Invalid)?;
     // Scores (in the space the selection works in) and the cut they are compared with.
     let (scores, cut) = match selection {
+        Selection::Threshold { d_r } if cfg.standardize => {
+            let (d, u) = standardize(demos, &unlabeled);
+            (knn_scores(&d, &u, cfg.k, cfg.metric)?, d_r)
+        }
         Selection::Threshold { d_r } => (knn_scores(demos, &unlabeled, cfg.k, cfg.metric)?, d_r),
         Selection::Percentile { percent } => {
             let (d, u) = standardize(demos, &unlabeled);
@@ -273,11 +310,32 @@ pub fn identify(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{RngExt, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
 
     fn pts(dim: usize, v: &[f64]) -> Points {
         Points {
             dim,
             data: v.to_vec(),
+        }
+    }
+
+    #[test]
+    fn tree_and_exhaustive_knn_scores_agree() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut random = |n: usize| {
+            pts(
+                18,
+                &(0..n * 18).map(|_| rng.random::<f64>()).collect::<Vec<_>>(),
+            )
+        };
+        let (d, q) = (random(200), random(50));
+        for metric in [Metric::Euclidean, Metric::Manhattan, Metric::Chebyshev] {
+            let tree = knn_scores(&d, &q, 3, metric).unwrap();
+            let all = scores_exhaustive(&d, &q, 3, metric);
+            for (a, b) in tree.iter().zip(&all) {
+                assert!((a - b).abs() < 1e-12, "{metric:?}: {a} vs {b}");
+            }
         }
     }
 
@@ -303,6 +361,7 @@ mod tests {
             metric: Metric::Euclidean,
             d_r: Some(0.6),
             percentile: None,
+            standardize: false,
             expansion: false,
             expansion_min_score: 0.0,
         };
@@ -330,11 +389,39 @@ mod tests {
             metric: Metric::Euclidean,
             d_r: None,
             percentile: Some(25.0),
+            standardize: false,
             expansion: false,
             expansion_min_score: 0.0,
         };
         let r = identify(&d, &[u], &Points::new(2), &cfg).unwrap();
         assert_eq!(r.data, vec![5.0, 50.0]);
+    }
+
+    #[test]
+    fn standardized_threshold_measures_d_r_in_standard_deviations_per_dimension() {
+        // Dimension 1 spreads 100x wider than dimension 0: raw distances are dominated by it.
+        let d = pts(2, &[0.0, 0.0, 0.1, 100.0]);
+        let u = pts(2, &[0.3, 0.0, 0.05, 130.0]);
+        let cfg = IdentifyConfig {
+            k: 1,
+            metric: Metric::Euclidean,
+            d_r: Some(1.5),
+            percentile: None,
+            standardize: true,
+            expansion: false,
+            expansion_min_score: 0.0,
+        };
+        let r = identify(&d, std::slice::from_ref(&u), &Points::new(2), &cfg).unwrap();
+        // Standardized, (0.3, 0) is 2.4 standard deviations from (0, 0); (0.05, 130) only 0.7 from
+        // (0.1, 100).
+        assert_eq!(r.data, vec![0.3, 0.0]);
+        let raw = IdentifyConfig {
+            standardize: false,
+            d_r: Some(1.0),
+            ..cfg
+        };
+        let r = identify(&d, &[u], &Points::new(2), &raw).unwrap();
+        assert_eq!(r.data, vec![0.05, 130.0]);
     }
 
     #[test]
@@ -344,6 +431,7 @@ mod tests {
             metric: Metric::Euclidean,
             d_r: Some(0.1),
             percentile: None,
+            standardize: false,
             expansion: false,
             expansion_min_score: 0.0,
         };

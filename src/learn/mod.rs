@@ -211,7 +211,16 @@ pub(crate) fn learning_task<'a>(
     cfg.dsm
         .validate(Some(task.feature_dim()))
         .map_err(Error::Invalid)?;
-    PolicySpace::of(&task).map_err(|e| Error::task(task.name(), "constraint_input", e))?;
+    if cfg.policy == PolicyKind::Dsm {
+        // Only modulation needs the constraint on positions or on commands; PPO takes any task.
+        PolicySpace::of(&task).map_err(|e| {
+            Error::task(
+                task.name(),
+                "constraint_input",
+                format!("{e}; learn with --policy crl"),
+            )
+        })?;
+    }
     if demos.state_names != task.spec.state || demos.action_names != task.spec.action {
         return Err(Error::Invalid(format!(
             "the demonstrations do not match task '{}' (state/action names differ)",

@@ -4,28 +4,97 @@ use crate::error::{Error, Result};
 use crate::learn::Learned;
 use crate::learn::network::Mlp;
 use crate::policy::crl::GaussianPolicy;
+use crate::policy::crl::PolicyFile;
 use crate::policy::modulation::{DsmConfig, DsmPolicy};
 use crate::report::metrics::{Confusion, UnsafeRate, grid_confusion};
 use crate::task::Task;
 use crate::task::sim::{Simulator, Trajectory};
-use ndarray::Array2;
+use ndarray::{Array2, ArrayView2};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
+use std::sync::{Arc, Mutex};
 
-/// The learned network as a classifier on the grid.
+/// The learned network as a classifier on the grid, or on the states of the task's evaluation
+/// policies where it has no grid.
 pub fn grid_metrics(task: &Task, net: &Mlp, threshold: f64) -> Confusion {
-    // Batched evaluation of the whole grid, then comparison with the truth.
-    let d = task.feature_dim();
+    if !task.grid.is_empty() {
+        // Batched evaluation of the whole grid, then comparison with the truth.
+        let d = task.feature_dim();
+        let mut pts = Vec::new();
+        crate::report::metrics::for_each_grid_point(task, |x| pts.extend_from_slice(x));
+        let x = Array2::from_shape_vec((pts.len() / d, d), pts).expect("rows of d");
+        let z = net.zeta_batch(x.view());
+        let mut i = 0;
+        return grid_confusion(task, |_| {
+            i += 1;
+            z[i - 1] < threshold
+        });
+    }
+    match policy_states(task) {
+        Ok(pts) => {
+            let d = task.feature_dim();
+            let x = ArrayView2::from_shape((pts.len() / d, d), &pts).expect("rows of d");
+            let z = net.zeta_batch(x);
+            let mut c = Confusion::default();
+            for (p, z) in x.rows().into_iter().zip(z.iter()) {
+                let p = p.as_slice().expect("contiguous rows");
+                c.add(task.truly_infeasible(p), *z < threshold);
+            }
+            c
+        }
+        Err(e) => {
+            // No points: the metrics are NaN, and this says why.
+            eprintln!("warning: task '{}': no evaluation states: {e}", task.name());
+            Confusion::default()
+        }
+    }
+}
+
+/// The feature points of the task's evaluation policies' mean-action rollouts (`episodes` each,
+/// from the task's starts, jittered with seed 0). Computed once per task definition.
+pub fn policy_states(task: &Task) -> Result<Arc<Vec<f64>>> {
+    static CACHE: Mutex<Vec<(String, Arc<Vec<f64>>)>> = Mutex::new(Vec::new());
+    let key = serde_json::to_string(&task.spec).unwrap_or_default();
+    if let Some((_, pts)) = CACHE
+        .lock()
+        .ok()
+        .and_then(|c| c.iter().find(|(k, _)| *k == key).cloned())
+    {
+        return Ok(pts);
+    }
+    if task.spec.evaluation.policies.is_empty() {
+        return Err(Error::Invalid("evaluation.policies is empty".into()));
+    }
+    let starts: Vec<Vec<f64>> = task
+        .spec
+        .starts
+        .iter()
+        .map(|p| task.start_state(p))
+        .collect();
+    let episodes = task.spec.evaluation.episodes;
+    let mut sim = Simulator::new(task);
+    let mut traj = Trajectory::with_capacity(task);
+    let mut psi = vec![0.0; task.feature_dim()];
     let mut pts = Vec::new();
-    crate::report::metrics::for_each_grid_point(task, |x| pts.extend_from_slice(x));
-    let x = Array2::from_shape_vec((pts.len() / d, d), pts).expect("rows of d");
-    let z = net.zeta_batch(x.view());
-    let mut i = 0;
-    grid_confusion(task, |_| {
-        i += 1;
-        z[i - 1] < threshold
-    })
+    for name in &task.spec.evaluation.policies {
+        let f = match crate::task::builtin_policy(name) {
+            Some(text) => PolicyFile::parse(text, std::path::Path::new(name), task)?,
+            None => PolicyFile::load(std::path::Path::new(name), task)?,
+        };
+        for s in episode_starts(task, &starts, episodes, 0) {
+            sim.rollout(&s, &mut &f.policy, &mut traj);
+            for t in 0..traj.len() {
+                task.features_into(traj.state(t), traj.action(t), &mut psi);
+                pts.extend_from_slice(&psi);
+            }
+        }
+    }
+    let pts = Arc::new(pts);
+    if let Ok(mut c) = CACHE.lock() {
+        c.push((key, pts.clone()));
+    }
+    Ok(pts)
 }
 
 /// Metrics of a learned network: on the grid, and the DSM policy it modulates.
@@ -83,14 +152,17 @@ pub fn episode_starts(
         .collect()
 }
 
-/// The unsafe rate and goal reaching of a CRL policy's mean action, from the evaluation starts.
+/// A network on the grid (or the evaluation states), with the unsafe rate and goal reaching of a
+/// CRL policy's mean action from the evaluation starts.
 pub fn evaluate_policy(
     task: &Task,
+    net: &Mlp,
+    threshold: f64,
     policy: &GaussianPolicy,
     starts: &[Vec<f64>],
     episodes: usize,
     seed: u64,
-) -> Result<(UnsafeRate, f64)> {
+) -> Result<Evaluation> {
     if starts.is_empty() || episodes == 0 {
         return Err(Error::Invalid(
             "evaluation needs at least one start and one episode".into(),
@@ -103,8 +175,7 @@ pub fn evaluate_policy(
         sim.rollout(&s, &mut &*policy, &mut t);
         trajs.push(t);
     }
-    let reached = trajs.iter().filter(|t| t.reached_goal).count() as f64 / trajs.len() as f64;
-    Ok((UnsafeRate::of(&trajs), reached))
+    Ok(Evaluation::of(grid_metrics(task, net, threshold), &trajs))
 }
 
 /// Evaluate a network with its DSM settings on a task.
@@ -131,27 +202,35 @@ pub fn evaluate(
         sim.rollout(&s, &mut policy, &mut t);
         trajs.push(t);
     }
-    let u = UnsafeRate::of(&trajs);
-    Ok(Evaluation {
-        iou: c.iou(),
-        recall: c.recall(),
-        precision: c.precision(),
-        unsafe_rate: u.rate(),
-        violating_episodes: u.episode_fraction(),
-        goal_reached: trajs.iter().filter(|t| t.reached_goal).count() as f64 / trajs.len() as f64,
-        confusion: c,
-        unsafe_counts: u,
-        first_violations: trajs
-            .iter()
-            .enumerate()
-            .filter_map(|(e, t)| {
-                t.violations
-                    .iter()
-                    .position(|v| *v)
-                    .map(|i| (e, i, t.state(i).to_vec()))
-            })
-            .collect(),
-    })
+    Ok(Evaluation::of(c, &trajs))
+}
+
+impl Evaluation {
+    /// The metrics of a confusion and of episodes.
+    fn of(c: Confusion, trajs: &[Trajectory]) -> Evaluation {
+        let u = UnsafeRate::of(trajs);
+        Evaluation {
+            iou: c.iou(),
+            recall: c.recall(),
+            precision: c.precision(),
+            unsafe_rate: u.rate(),
+            violating_episodes: u.episode_fraction(),
+            goal_reached: trajs.iter().filter(|t| t.reached_goal).count() as f64
+                / trajs.len().max(1) as f64,
+            confusion: c,
+            unsafe_counts: u,
+            first_violations: trajs
+                .iter()
+                .enumerate()
+                .filter_map(|(e, t)| {
+                    t.violations
+                        .iter()
+                        .position(|v| *v)
+                        .map(|i| (e, i, t.state(i).to_vec()))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// [`evaluate`] of a learning result as its model file is used: threshold 0.5, its modulation settings,

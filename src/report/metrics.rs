@@ -18,6 +18,15 @@ pub struct Confusion {
 }
 
 impl Confusion {
+    /// Count one point.
+    pub fn add(&mut self, truly_infeasible: bool, predicted_infeasible: bool) {
+        match (truly_infeasible, predicted_infeasible) {
+            (true, true) => self.true_infeasible += 1,
+            (true, false) => self.false_feasible += 1,
+            (false, true) => self.false_infeasible += 1,
+            (false, false) => self.true_feasible += 1,
+        }
+    }
     pub fn total(&self) -> u64 {
         self.true_infeasible + self.false_feasible + self.false_infeasible + self.true_feasible
     }
@@ -94,12 +103,7 @@ pub fn grid_confusion(
 ) -> Confusion {
     let mut c = Confusion::default();
     for_each_grid_point(task, |x| {
-        match (task.truly_infeasible(x), predicted_infeasible(x)) {
-            (true, true) => c.true_infeasible += 1,
-            (true, false) => c.false_feasible += 1,
-            (false, true) => c.false_infeasible += 1,
-            (false, false) => c.true_feasible += 1,
-        }
+        c.add(task.truly_infeasible(x), predicted_infeasible(x));
     });
     c
 }

@@ -423,6 +423,20 @@ fn evaluation_grid(spec: &TaskSpec, f: &Fields, features: usize) -> Result<Vec<V
     if spec.evaluation.episodes == 0 {
         return Err(f.err("evaluation.episodes", "must be at least 1"));
     }
+    if none_allowed && spec.evaluation.policies.is_empty() {
+        return Err(f.err(
+            "evaluation.policies",
+            "a task without a grid needs policies whose states IoU is measured on",
+        ));
+    }
+    for (i, p) in spec.evaluation.policies.iter().enumerate() {
+        if super::builtin_policy(p).is_none() && !std::path::Path::new(p).is_file() {
+            return Err(f.err(
+                &format!("evaluation.policies[{i}]"),
+                format!("'{p}' is neither a built-in policy nor an existing file"),
+            ));
+        }
+    }
     Ok(grid)
 }
 

@@ -43,6 +43,26 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
 ];
 
+/// Built-in policy files (data/policies/), named in a task's `evaluation.policies`.
+pub const BUILTIN_POLICIES: &[(&str, &str)] = &[
+    (
+        "half_cheetah_blocked_expert.json",
+        include_str!("../../data/policies/half_cheetah_blocked_expert.json"),
+    ),
+    (
+        "half_cheetah_blocked_nominal.json",
+        include_str!("../../data/policies/half_cheetah_blocked_nominal.json"),
+    ),
+];
+
+/// The text of a built-in policy file by name.
+pub fn builtin_policy(name: &str) -> Option<&'static str> {
+    BUILTIN_POLICIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, text)| *text)
+}
+
 /// Whether this build can load a built-in task's YAML: a MuJoCo task needs the `mujoco` feature.
 pub fn builtin_available(yaml: &str) -> bool {
     cfg!(feature = "mujoco")

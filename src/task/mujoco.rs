@@ -121,7 +121,14 @@ mod engine {
     /// working directory).
     fn log_to_stderr(message: &MjLogMessage) {
         static SEEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        if (message.level() as i32) < (MjtLogLevel::mjLOG_WARNING as i32) {
+            return;
+        }
         let text = message.subject().to_string();
+        if text.contains("is deprecated") {
+            // About the model file's syntax (Gymnasium's models use settotalmass), not the run.
+            return;
+        }
         if let Ok(mut seen) = SEEN.lock()
             && !seen.contains(&text)
         {

@@ -171,6 +171,11 @@ pub struct EvaluationSpec {
     /// Evaluation episodes for the unsafe rate, started from the demonstration starts in turn.
     #[serde(default = "default_episodes")]
     pub episodes: usize,
+    /// Where no grid fits (a MuJoCo task): policy files (`pucl.crl_policy`) whose mean-action
+    /// rollouts, `episodes` each from the task's starts (jittered), give the states IoU is measured
+    /// on, each labelled by the true constraint. A file name under data/policies/ is built in.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub policies: Vec<String>,
 }
 
 fn default_episodes() -> usize {
@@ -204,6 +209,10 @@ pub struct ExpertSpec {
     /// Planner grid resolution in position units; absent: chosen from the workspace size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resolution: Option<f64>,
+    /// A MuJoCo task's expert is trained by constrained RL on the true constraint: its environment
+    /// steps (absent: 600 000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timesteps: Option<usize>,
 }
 
 fn default_margin() -> f64 {
@@ -215,6 +224,7 @@ impl Default for ExpertSpec {
         ExpertSpec {
             margin: default_margin(),
             resolution: None,
+            timesteps: None,
         }
     }
 }

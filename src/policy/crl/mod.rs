@@ -9,6 +9,7 @@
 //! graph and allocations per operation to exactly this arithmetic (see docs/DESIGN.md).
 //!
 //! `rollout` collects a batch from the environments, `update` runs GAE and PPO's clipped epochs.
+pub mod expert;
 mod rollout;
 mod update;
 
@@ -303,10 +304,15 @@ impl PolicyFile {
     /// Read and check against the task it will run on.
     pub fn load(path: &std::path::Path, task: &Task) -> Result<PolicyFile> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+        Self::parse(&text, path, task)
+    }
+
+    /// Parse the text of a policy file (`path` names it in errors) and check it against the task.
+    pub fn parse(text: &str, path: &std::path::Path, task: &Task) -> Result<PolicyFile> {
         if text.trim().is_empty() {
             return Err(Error::file(path, None, None, "the file is empty"));
         }
-        let f: PolicyFile = serde_json::from_str(&text)
+        let f: PolicyFile = serde_json::from_str(text)
             .map_err(|e| Error::file(path, Some(e.line() as u64), None, e.to_string()))?;
         if f.format != POLICY_FORMAT || f.version != 1 {
             return Err(Error::file(

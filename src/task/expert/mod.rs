@@ -47,8 +47,38 @@ pub fn generate(
     opts: &ExpertOptions,
     progress: &mut dyn FnMut(usize),
 ) -> Result<Vec<Trajectory>> {
+    generate_reporting(task, opts, &mut |_, _| {}, progress)
+}
+
+/// As [`generate`]; a MuJoCo task's expert is first trained by constrained RL on the true constraint
+/// (`training(done, total)` environment steps), then `count` of 5/3 as many rollouts are kept.
+pub fn generate_reporting(
+    task: &Task,
+    opts: &ExpertOptions,
+    training: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(usize),
+) -> Result<Vec<Trajectory>> {
     if opts.count == 0 {
         return Err(Error::Invalid("--count must be at least 1".into()));
+    }
+    if task.mujoco.is_some() {
+        if opts.margin.is_some() || opts.jitter.is_some() {
+            return Err(Error::Invalid(
+                "--margin and --jitter apply to the planning expert; a MuJoCo task's expert is \
+                 trained (its starts use the task's start_jitter)"
+                    .into(),
+            ));
+        }
+        let policy = crate::policy::crl::expert::train(task, opts.seed, true, training)?;
+        return crate::policy::crl::expert::demonstrate(
+            task,
+            &policy,
+            opts.count,
+            crate::policy::crl::expert::candidates(opts.count),
+            true,
+            opts.seed,
+            progress,
+        );
     }
     let expert = Expert::new(task, opts.margin.unwrap_or(task.spec.expert.margin))?;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
