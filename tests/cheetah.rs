@@ -45,6 +45,10 @@ fn evaluation_states_cover_both_sides_of_the_wall() {
     );
     assert!(expert.iter().filter(|s| s[0] > 3.0).count() > expert.len() / 2);
     let beyond = nominal.iter().filter(|s| task.truly_infeasible(s)).count();
+    eprintln!(
+        "beyond the wall: expert {crossed}, nominal {beyond} of {} states each",
+        nominal.len()
+    );
     assert!(beyond > nominal.len() / 2, "{beyond} of {}", nominal.len());
 }
 

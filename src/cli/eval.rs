@@ -84,6 +84,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "iou": e.iou, "recall": e.recall, "precision": e.precision,
             "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
             "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
+            "mean_return": e.mean_return,
         });
         println!("{v}");
     } else {
@@ -103,6 +104,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
         );
         if task.spec.goal.is_none() {
             println!("  goal reached        none (the task has no goal)");
+            println!("  mean return         {:.1}", e.mean_return);
         } else {
             println!("  goal reached        {:.1} %", 100.0 * e.goal_reached);
         }

@@ -32,11 +32,28 @@ pub enum Method {
     Gpucl,
 }
 
-/// MECL's loss: -mean log zeta(D) + sum_s w_IS(s) log zeta(s) - c_reg (mean zeta(D) + mean zeta(policy)).
+/// MECL's loss: -mean log(zeta(D) + eps) + mean_s w_IS(s) log(zeta(s) + eps)
+/// - c_reg (mean zeta(D) + mean zeta(policy)).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MeclConfig {
     pub c_reg: f64,
+    /// log(zeta + eps): bounds the loss below, so the policy's states cannot drive it to minus
+    /// infinity (the ICRL benchmark's cn_eps).
+    #[serde(default = "mecl_eps")]
+    pub eps: f64,
+    /// Stop an iteration's updates once either KL divergence between the rollouts' importance
+    /// weights before and after exceeds this (the ICRL benchmark's cn_target_kl_*: 10).
+    #[serde(default = "mecl_target_kl")]
+    pub target_kl: f64,
+}
+
+fn mecl_eps() -> f64 {
+    1e-5
+}
+
+fn mecl_target_kl() -> f64 {
+    10.0
 }
 
 /// GPUCL: the component count is chosen by BIC within `components`; reliable infeasible states have
@@ -296,6 +313,12 @@ impl LearnConfig {
         }
         if !(self.mecl.c_reg.is_finite() && self.mecl.c_reg >= 0.0) {
             return Err("mecl.c_reg must be a finite number >= 0".into());
+        }
+        if !(self.mecl.eps.is_finite() && self.mecl.eps > 0.0) {
+            return Err("mecl.eps must be a finite number > 0".into());
+        }
+        if !(self.mecl.target_kl.is_finite() && self.mecl.target_kl > 0.0) {
+            return Err("mecl.target_kl must be a finite number > 0".into());
         }
         let [lo, hi] = self.gpucl.components;
         if lo == 0 || hi < lo {

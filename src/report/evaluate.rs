@@ -106,6 +106,8 @@ pub struct Evaluation {
     pub unsafe_rate: f64,
     pub violating_episodes: f64,
     pub goal_reached: f64,
+    /// The episodes' mean return (what a task without a goal shows beside the unsafe rate).
+    pub mean_return: f64,
     pub confusion: Confusion,
     pub unsafe_counts: UnsafeRate,
     /// (episode, step, state) of the first violating step of each violating episode.
@@ -216,6 +218,8 @@ impl Evaluation {
             unsafe_rate: u.rate(),
             violating_episodes: u.episode_fraction(),
             goal_reached: trajs.iter().filter(|t| t.reached_goal).count() as f64
+                / trajs.len().max(1) as f64,
+            mean_return: trajs.iter().map(|t| t.episode_return).sum::<f64>()
                 / trajs.len().max(1) as f64,
             confusion: c,
             unsafe_counts: u,

@@ -5,7 +5,7 @@ use super::{Bce, Labeller, TrainingData, every_state};
 use crate::error::Result;
 use crate::learn::config::MeclConfig;
 use crate::learn::identify::Points;
-use crate::learn::network::{Adam, Mlp, sigmoid, softplus};
+use crate::learn::network::{Adam, Mlp, sigmoid};
 use ndarray::{Array1, Array2};
 use rand_chacha::ChaCha8Rng;
 
@@ -49,28 +49,23 @@ impl Labeller for Mecl {
         if data.rollouts.is_empty() {
             return f64::NAN;
         }
-        train_mecl(
-            net,
-            adam,
-            data.demos,
-            data.rollouts,
-            self.cfg.c_reg,
-            self.epochs,
-        )
+        train_mecl(net, adam, data.demos, data.rollouts, &self.cfg, self.epochs)
     }
 }
 
-/// MECL's update on the current rollouts: minimize -mean log zeta(D) + sum_s w(s) log zeta(s)
-/// minus c_reg (mean zeta(D) + mean zeta(policy)), with full-batch Adam steps. The weight w(s) is
-/// w_IS(tau(s)) normalized over all policy states, where w_IS(tau) is the product of
-/// zeta_new / zeta_old over the trajectory: the importance weight of a rollout of the previous
-/// policy under the new constraint, constant in the gradient. Returns the last loss.
+/// MECL's update on the current rollouts, as the ICRL benchmark trains it: minimize
+/// -mean log(zeta(D) + eps) + mean_s w(s) log(zeta(s) + eps) - c_reg (mean zeta(D) + mean zeta(P))
+/// with full-batch Adam steps. eps bounds the loss below: without it the policy's states drive
+/// log zeta to minus infinity and the network saturates. w(s) is the importance weight of s's
+/// rollout, the product over it of (zeta_new + eps) / (zeta_old + eps), normalized to mean 1 over
+/// the rollouts and constant in the gradient. The updates stop once either KL divergence between
+/// the old and the new weights exceeds `target_kl`. Returns the last loss.
 fn train_mecl(
     net: &mut Mlp,
     adam: &mut Adam,
     demo_points: &Points,
     rollouts: &[Points],
-    c_reg: f64,
+    cfg: &MeclConfig,
     epochs: usize,
 ) -> f64 {
     let d = demo_points.dim;
@@ -89,38 +84,52 @@ fn train_mecl(
     {
         x.row_mut(r).assign(&ndarray::ArrayView1::from(p));
     }
-    let log_zeta = |logit: f64| -softplus(-logit);
+    let (eps, c) = (cfg.eps, cfg.c_reg);
+    let log_zeta = |logit: f64| (sigmoid(logit) + eps).ln();
     let old: Vec<f64> = net
         .logits(x.view())
         .iter()
         .skip(nd)
         .map(|l| log_zeta(*l))
         .collect();
+    // Per rollout: log of the product of the weight ratios.
+    let log_ratio = |logits: &[f64]| {
+        let mut lw = vec![0.0; rollouts.len()];
+        for (k, &o) in owner.iter().enumerate() {
+            lw[o] += log_zeta(logits[nd + k]) - old[k];
+        }
+        lw
+    };
     let mut grad = vec![0.0; net.params.len()];
     let mut loss = f64::NAN;
-    let c = c_reg;
     for _ in 0..epochs {
+        let logits = net.logits(x.view());
+        let (kl_old_new, kl_new_old) = kl_divergences(&log_ratio(logits.as_slice().expect("flat")));
+        if kl_old_new > cfg.target_kl || kl_new_old > cfg.target_kl {
+            break;
+        }
         net.param_grad_from_logits(
             x.view(),
             |logits| {
-                // Self-normalized importance weights per trajectory, then per state.
-                let mut lw = vec![0.0; rollouts.len()];
-                for (k, &o) in owner.iter().enumerate() {
-                    lw[o] += log_zeta(logits[nd + k]) - old[k];
-                }
+                let lw = log_ratio(logits.as_slice().expect("flat"));
                 let m = lw.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let w_traj: Vec<f64> = lw.iter().map(|v| (v - m).exp()).collect();
-                let total: f64 = owner.iter().map(|&o| w_traj[o]).sum();
+                let p: Vec<f64> = lw.iter().map(|v| (v - m).exp()).collect();
+                let sum: f64 = p.iter().sum();
+                // Normalized to mean 1 over rollouts, then averaged over the policy's states.
+                let w_rollout: Vec<f64> =
+                    p.iter().map(|v| rollouts.len() as f64 * v / sum).collect();
                 let (mut l, mut dl) = (0.0, Array1::<f64>::zeros(nd + np));
                 for r in 0..nd + np {
                     let z = sigmoid(logits[r]);
+                    // d/dlogit log(z + eps) = z (1 - z) / (z + eps).
+                    let dlog = z * (1.0 - z) / (z + eps);
                     if r < nd {
                         l += -log_zeta(logits[r]) / nd as f64 - c * z / nd as f64;
-                        dl[r] = -(1.0 - z) / nd as f64 - c * z * (1.0 - z) / nd as f64;
+                        dl[r] = -dlog / nd as f64 - c * z * (1.0 - z) / nd as f64;
                     } else {
-                        let w = w_traj[owner[r - nd]] / total;
+                        let w = w_rollout[owner[r - nd]] / np as f64;
                         l += w * log_zeta(logits[r]) - c * z / np as f64;
-                        dl[r] = w * (1.0 - z) - c * z * (1.0 - z) / np as f64;
+                        dl[r] = w * dlog - c * z * (1.0 - z) / np as f64;
                     }
                 }
                 loss = l;
@@ -133,6 +142,34 @@ fn train_mecl(
     loss
 }
 
+/// KL(old, new) and KL(new, old) of the importance weights from the rollouts' log weight products,
+/// as the ICRL benchmark estimates them: mean(-log w) and mean((w - mean w) log w) / mean w.
+fn kl_divergences(log_w: &[f64]) -> (f64, f64) {
+    if log_w.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = log_w.len() as f64;
+    let old_new = log_w.iter().map(|v| -v).sum::<f64>() / n;
+    // exp of a large log product overflows to infinity: then the divergence is too large anyway.
+    let w: Vec<f64> = log_w.iter().map(|v| v.exp()).collect();
+    let mean = w.iter().sum::<f64>() / n;
+    let new_old = w
+        .iter()
+        .zip(log_w)
+        .map(|(w, lw)| (w - mean) * lw)
+        .sum::<f64>()
+        / n
+        / mean;
+    (
+        old_new,
+        if new_old.is_nan() {
+            f64::INFINITY
+        } else {
+            new_old
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,7 +180,14 @@ mod tests {
     fn mecl_update_lowers_the_rollouts_logits_and_separates_them_from_the_demonstrations() {
         // 1-D feature: demonstrations in [-0.2, 0.2], two rollouts around 1 and 1.5.
         let (demo, rollouts) = demos_and_rollouts(&[1.0, 1.5]);
-        let mut mecl = Mecl::new(MeclConfig { c_reg: 0.1 }, 30);
+        let mut mecl = Mecl::new(
+            MeclConfig {
+                c_reg: 0.1,
+                eps: 1e-5,
+                target_kl: 10.0,
+            },
+            30,
+        );
         let mut net = Mlp::new(1, &[16, 16], 0);
         let mut adam = Adam::new(net.params.len(), 5e-3, 1e-5);
         let mut s = Scratch::default();
@@ -178,5 +222,48 @@ mod tests {
             after[0] - after[1] > before[0] - before[1],
             "{before:?} -> {after:?}"
         );
+    }
+
+    fn config(target_kl: f64) -> MeclConfig {
+        MeclConfig {
+            c_reg: 0.1,
+            eps: 1e-5,
+            target_kl,
+        }
+    }
+
+    fn train(cfg: MeclConfig, lr: f64, epochs: usize) -> (Mlp, Mlp, f64) {
+        let (demo, rollouts) = demos_and_rollouts(&[1.0, 1.5]);
+        let start = Mlp::new(1, &[16, 16], 0);
+        let mut net = start.clone();
+        let mut adam = Adam::new(net.params.len(), lr, 1e-5);
+        let loss = train_mecl(&mut net, &mut adam, &demo, &rollouts, &cfg, epochs);
+        (start, net, loss)
+    }
+
+    #[test]
+    fn mecl_loss_is_bounded_below_by_log_eps() {
+        // A high learning rate and many steps: without eps the policy term ran to -1e6.
+        let (_, net, loss) = train(config(f64::INFINITY), 5e-2, 3000);
+        let bound = (1e-5f64).ln() - 2.0 * 0.1;
+        assert!(loss.is_finite() && loss >= bound - 1e-9, "{loss} < {bound}");
+        assert!(net.params.iter().all(|p| p.is_finite()));
+    }
+
+    #[test]
+    fn mecl_stops_an_iteration_once_the_importance_weights_drift() {
+        let moved = |(a, b, _): (Mlp, Mlp, f64)| {
+            a.params
+                .iter()
+                .zip(&b.params)
+                .map(|(x, y)| (x - y).abs())
+                .sum::<f64>()
+        };
+        // A tiny KL budget allows the first step only; the default lets small steps run on.
+        let one = moved(train(config(1e-12), 1e-4, 200));
+        let all = moved(train(config(10.0), 1e-4, 200));
+        let first = moved(train(config(f64::INFINITY), 1e-4, 1));
+        assert!((one - first).abs() < 1e-12, "{one} vs {first}");
+        assert!(all > 5.0 * one, "{all} vs {one}");
     }
 }
