@@ -8,7 +8,8 @@ use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::Scratch;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::modulation::DsmPolicy;
-use pucl::report::plot::{INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series};
+use pucl::report::evaluate::policy_states;
+use pucl::report::plot::{INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series, states_chart};
 use pucl::task::Task;
 use pucl::task::sim::{Simulator, Trajectory};
 use std::path::PathBuf;
@@ -47,6 +48,9 @@ pub fn run(a: PlotArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
     let m = ConstraintModel::load(&a.model)?;
     m.check_task(&task, &a.model)?;
+    if task.grid.is_empty() {
+        return states_picture(&task, &m, &a);
+    }
     let crl = a
         .policy
         .as_deref()
@@ -125,6 +129,54 @@ pub fn run_task(a: PlotTaskArgs) -> Result<()> {
         points: vec![],
     };
     render(&scene, &a.out)
+}
+
+/// A task without a grid: its evaluation states in the plane of the feature the true constraint
+/// bounds and the feature that varies most, by the truth and by the learned zeta.
+fn states_picture(task: &Task, m: &ConstraintModel, a: &PlotArgs) -> Result<()> {
+    if a.demos.is_some() || a.policy.is_some() {
+        anyhow::bail!(
+            "task '{}' has no grid: its picture shows its evaluation states; --demos and --policy \
+             do not apply",
+            task.name()
+        );
+    }
+    let states = policy_states(task)?;
+    let d = task.feature_dim();
+    let x = ndarray::ArrayView2::from_shape((states.len() / d, d), &states[..])?;
+    let zeta = m.network.zeta_batch(x);
+    let bounded = (0..d).find(|&k| {
+        task.true_constraint.iter().any(|s| {
+            let (lo, hi) = s.aabb(d);
+            lo[k].is_finite() || hi[k].is_finite()
+        })
+    });
+    let h = bounded.unwrap_or(0);
+    let spread = |k: usize| {
+        let col = x.column(k);
+        let mean = col.mean().unwrap_or(0.0);
+        col.iter().map(|v| (v - mean).powi(2)).sum::<f64>()
+    };
+    let v = (0..d)
+        .filter(|&k| k != h)
+        .max_by(|&a, &b| spread(a).total_cmp(&spread(b)))
+        .unwrap_or(0);
+    let title = format!(
+        "{}: {} evaluation states, learned zeta against the truth",
+        task.name(),
+        zeta.len()
+    );
+    states_chart(
+        task,
+        &states,
+        zeta.as_slice().unwrap_or(&[]),
+        (h, v),
+        &title,
+        &a.out,
+    )
+    .with_context(|| format!("plotting {}", a.out.display()))?;
+    println!("wrote {}", a.out.display());
+    Ok(())
 }
 
 fn render(scene: &Scene, out: &std::path::Path) -> Result<()> {

@@ -439,6 +439,93 @@ fn write_png(out: &Path, draw: impl FnOnce(&Path) -> DrawResult) -> Result<()> {
     })
 }
 
+/// For a task without a grid (many dimensions): its evaluation states in the plane of two features,
+/// coloured by the true constraint (left) and by the learned zeta (right), the true boundary drawn
+/// where a primitive bounds the horizontal feature. `x`, `y`: feature indices.
+pub fn states_chart(
+    task: &Task,
+    states: &[f64],
+    zeta: &[f64],
+    (x, y): (usize, usize),
+    title: &str,
+    out: &Path,
+) -> Result<()> {
+    register_font();
+    let d = task.feature_dim();
+    if states.is_empty() || states.len() != zeta.len() * d || x >= d || y >= d {
+        return Err(Error::Invalid(format!(
+            "{}: nothing to draw (no evaluation states)",
+            out.display()
+        )));
+    }
+    let rows: Vec<&[f64]> = states.chunks(d).collect();
+    let span = |k: usize| {
+        let (lo, hi) = rows
+            .iter()
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| {
+                (a.min(r[k]), b.max(r[k]))
+            });
+        let pad = 0.05 * (hi - lo).max(1e-9);
+        (lo - pad)..(hi + pad)
+    };
+    let (xr, yr) = (span(x), span(y));
+    // The true boundary along the horizontal feature, where a primitive bounds it.
+    let walls: Vec<f64> = task
+        .true_constraint
+        .iter()
+        .flat_map(|s| {
+            let (lo, hi) = s.aabb(d);
+            [lo[x], hi[x]]
+        })
+        .filter(|v| v.is_finite())
+        .collect();
+    let names = task.feature_names();
+    write_png(out, |tmp| {
+        let root = BitMapBackend::new(tmp, (1400, 640)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let (top, body) = root.split_vertically(36);
+        top.titled(title, ("sans-serif", 20))?;
+        let panels = body.split_evenly((1, 2));
+        for (i, area) in panels.iter().enumerate() {
+            let mut chart = ChartBuilder::on(area)
+                .caption(
+                    if i == 0 {
+                        "true constraint (red infeasible)"
+                    } else {
+                        "learned zeta (blue feasible, red infeasible)"
+                    },
+                    ("sans-serif", 16),
+                )
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(56)
+                .build_cartesian_2d(xr.clone(), yr.clone())?;
+            chart
+                .configure_mesh()
+                .x_desc(names[x].as_str())
+                .y_desc(names[y].as_str())
+                .label_style(("sans-serif", 13))
+                .draw()?;
+            chart.draw_series(rows.iter().zip(zeta).map(|(r, z)| {
+                let c = if i == 0 {
+                    zeta_color(if task.truly_infeasible(r) { 0.0 } else { 1.0 })
+                } else {
+                    zeta_color(*z)
+                };
+                Circle::new((r[x], r[y]), 2, c.filled())
+            }))?;
+            for w in &walls {
+                chart.draw_series(LineSeries::new(
+                    [(*w, yr.start), (*w, yr.end)],
+                    BLACK.stroke_width(2),
+                ))?;
+            }
+        }
+        root.present()?;
+        Ok(())
+    })
+}
+
 /// One point of a sweep: the parameter and the (mean, std) of the quantity.
 pub type SweepPoint = (f64, (f64, f64));
 
@@ -504,6 +591,18 @@ pub fn sweep_chart(
 #[cfg(test)]
 mod sweep_tests {
     use super::*;
+
+    #[test]
+    fn states_chart_writes_a_png_and_refuses_no_states() {
+        let task = Task::load("point_ellipse_2d").unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("states.png");
+        let states = [0.1, 0.2, 0.7, 0.55, 1.2, 0.3];
+        states_chart(&task, &states, &[0.9, 0.1, 0.8], (0, 1), "t", &p).unwrap();
+        assert_eq!(&std::fs::read(&p).unwrap()[1..4], b"PNG");
+        assert!(states_chart(&task, &[], &[], (0, 1), "t", &p).is_err());
+        assert!(states_chart(&task, &states, &[0.9], (0, 1), "t", &p).is_err());
+    }
 
     #[test]
     fn sweep_chart_writes_a_png_and_refuses_empty_panels() {
