@@ -32,7 +32,8 @@ enum Command {
     /// Query a model: feasible, zeta and its gradient at one or more points (values flattened).
     Query(cli::query::QueryArgs),
     /// Draw the learned zeta as a heat map with the true boundary, demonstrations, policy rollouts
-    /// and the reliable infeasible points (like the paper's Fig. 3).
+    /// and the reliable infeasible points (like the paper's Fig. 3); for a task without a grid, its
+    /// evaluation states coloured by the truth and by zeta.
     Plot(cli::plot::PlotArgs),
     /// Draw a task's true constraint (and demonstrations) as a PNG; a 3-D task as a top and a side view.
     PlotTask(cli::plot::PlotTaskArgs),
