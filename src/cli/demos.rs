@@ -4,9 +4,10 @@ use anyhow::Result;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
-use pucl::policy::crl::{PolicyFile, expert};
+use pucl::policy::crl::PolicyFile;
+use pucl::policy::crl::expert::candidates;
 use pucl::task::Task;
-use pucl::task::expert::{ExpertOptions, generate};
+use pucl::task::expert::{ExpertOptions, generate, trained};
 use std::path::PathBuf;
 
 #[derive(Subcommand)]
@@ -129,37 +130,34 @@ fn trained_expert(
     a: &GenerateArgs,
     options: &ExpertOptions,
 ) -> Result<Vec<pucl::task::sim::Trajectory>> {
-    if options.margin.is_some() || options.jitter.is_some() {
-        anyhow::bail!(
-            "--margin and --jitter apply to the planning expert; a MuJoCo task's expert is trained \
-             (its starts use the task's start_jitter)"
-        );
-    }
     let training = ProgressBar::new(0).with_style(
         ProgressStyle::with_template("training the expert [{bar:30}] {pos}/{len} steps {eta}")
             .expect("valid template"),
     );
-    let policy = expert::train(task, a.seed, !a.unconstrained, &mut |done, total| {
-        training.set_length(total as u64);
-        training.set_position(done as u64);
-    })?;
-    training.finish_and_clear();
-    if let Some(p) = &a.expert_out {
-        PolicyFile::new(task, a.seed, policy.clone()).save(p)?;
-        eprintln!("wrote the expert policy to {}", p.display());
-    }
-    let n = expert::candidates(a.count);
-    let bar = demos_bar(task, n);
-    let trajs = expert::demonstrate(
+    let bar = demos_bar(task, candidates(a.count));
+    bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let (policy, trajs) = trained(
         task,
-        &policy,
-        a.count,
-        n,
+        options,
         !a.unconstrained,
-        a.seed,
-        &mut |i| bar.set_position(i as u64),
+        &mut |done, total| {
+            training.set_length(total as u64);
+            training.set_position(done as u64);
+        },
+        &mut |i| {
+            if bar.is_hidden() {
+                // Training is over: its bar gives way to the rollouts'.
+                training.finish_and_clear();
+                bar.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+            }
+            bar.set_position(i as u64)
+        },
     )?;
     bar.finish_and_clear();
+    if let Some(p) = &a.expert_out {
+        PolicyFile::new(task, a.seed, policy).save(p)?;
+        eprintln!("wrote the expert policy to {}", p.display());
+    }
     Ok(trajs)
 }
 

@@ -66,12 +66,7 @@ pub fn policy_states(task: &Task) -> Result<Arc<Vec<f64>>> {
     if task.spec.evaluation.policies.is_empty() {
         return Err(Error::Invalid("evaluation.policies is empty".into()));
     }
-    let starts: Vec<Vec<f64>> = task
-        .spec
-        .starts
-        .iter()
-        .map(|p| task.start_state(p))
-        .collect();
+    let starts = task.start_states();
     let episodes = task.spec.evaluation.episodes;
     let mut sim = Simulator::new(task);
     let mut traj = Trajectory::with_capacity(task);

@@ -184,6 +184,15 @@ impl Task {
         s
     }
 
+    /// The task's starts as full states.
+    pub fn start_states(&self) -> Vec<Vec<f64>> {
+        self.spec
+            .starts
+            .iter()
+            .map(|p| self.start_state(p))
+            .collect()
+    }
+
     /// The position part of a state.
     pub fn position_of(&self, state: &[f64]) -> Vec<f64> {
         self.position_idx.iter().map(|&i| state[i]).collect()

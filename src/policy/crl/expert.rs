@@ -32,12 +32,7 @@ pub fn train(
     cfg.pid = LearnConfig::for_task(task.name(), None)?.crl.pid;
     cfg.pid.fixed = if constrained { None } else { Some(0.0) };
     let timesteps = task.spec.expert.timesteps.unwrap_or(DEFAULT_TIMESTEPS);
-    let starts: Vec<Vec<f64>> = task
-        .spec
-        .starts
-        .iter()
-        .map(|p| task.start_state(p))
-        .collect();
+    let starts = task.start_states();
     let (offset, scale) = normalization(task, &starts, seed);
     let mut ppo = Ppo::new(task, cfg, offset, scale, seed)?;
     let mut cost = |psi: &[f64]| {

@@ -615,7 +615,7 @@ mod tests {
     #[test]
     fn ppo_learns_to_reach_the_goal_and_is_deterministic_for_a_seed() {
         let t = point_task();
-        let starts: Vec<Vec<f64>> = t.spec.starts.iter().map(|p| t.start_state(p)).collect();
+        let starts = t.start_states();
         let run = || {
             let mut ppo = Ppo::new(&t, small(), vec![0.7, 0.7], vec![2.0, 2.0], 1).unwrap();
             let mut returns = Vec::new();
@@ -652,7 +652,7 @@ mod tests {
     fn the_cost_penalty_keeps_the_policy_out_of_a_costly_region() {
         // Cost 1 on the straight line's half-plane side: with the PID penalty the policy's cost falls.
         let t = point_task();
-        let starts: Vec<Vec<f64>> = t.spec.starts.iter().map(|p| t.start_state(p)).collect();
+        let starts = t.start_states();
         let mut cfg = small();
         cfg.pid = PidConfig {
             kp: 1.0,

@@ -62,23 +62,7 @@ pub fn generate_reporting(
         return Err(Error::Invalid("--count must be at least 1".into()));
     }
     if task.mujoco.is_some() {
-        if opts.margin.is_some() || opts.jitter.is_some() {
-            return Err(Error::Invalid(
-                "--margin and --jitter apply to the planning expert; a MuJoCo task's expert is \
-                 trained (its starts use the task's start_jitter)"
-                    .into(),
-            ));
-        }
-        let policy = crate::policy::crl::expert::train(task, opts.seed, true, training)?;
-        return crate::policy::crl::expert::demonstrate(
-            task,
-            &policy,
-            opts.count,
-            crate::policy::crl::expert::candidates(opts.count),
-            true,
-            opts.seed,
-            progress,
-        );
+        return trained(task, opts, true, training, progress).map(|(_, trajs)| trajs);
     }
     let expert = Expert::new(task, opts.margin.unwrap_or(task.spec.expert.margin))?;
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
@@ -122,6 +106,41 @@ pub fn generate_reporting(
         progress(i + 1);
     }
     Ok(out)
+}
+
+/// A MuJoCo task's expert: PPO trained on the true constraint (without it unless `constrained`: the
+/// nominal policy), and its demonstrations; `training(done, total)` sees the environment steps,
+/// `progress` the rollouts (5/3 as many as `opts.count`).
+pub fn trained(
+    task: &Task,
+    opts: &ExpertOptions,
+    constrained: bool,
+    training: &mut dyn FnMut(usize, usize),
+    progress: &mut dyn FnMut(usize),
+) -> Result<(crate::policy::crl::GaussianPolicy, Vec<Trajectory>)> {
+    use crate::policy::crl::expert;
+    if opts.count == 0 {
+        return Err(Error::Invalid("--count must be at least 1".into()));
+    }
+    if opts.margin.is_some() || opts.jitter.is_some() {
+        return Err(Error::Invalid(
+            "--margin and --jitter apply to the planning expert; a MuJoCo task's expert is \
+             trained (its starts use the task's start_jitter)"
+                .into(),
+        ));
+    }
+    let policy = expert::train(task, opts.seed, constrained, training)?;
+    let n = expert::candidates(opts.count);
+    let trajs = expert::demonstrate(
+        task,
+        &policy,
+        opts.count,
+        n,
+        constrained,
+        opts.seed,
+        progress,
+    )?;
+    Ok((policy, trajs))
 }
 
 /// The expert of one task.
