@@ -14,7 +14,7 @@ mod rollout;
 mod update;
 
 use crate::error::{Error, Result};
-use crate::learn::network::{dense_backward, dense_layer};
+use crate::learn::network::dense_layer;
 use crate::task::Task;
 use crate::task::sim::{Policy, Simulator};
 use ndarray::{Array2, ArrayView2, Axis};
@@ -23,7 +23,25 @@ use rand_chacha::ChaCha8Rng;
 use rollout::Batch;
 use serde::{Deserialize, Serialize};
 
-/// A dense network with tanh hidden layers and a linear output.
+/// tanh in f32 as a rational function, x P(x^2) / Q(x^2) (degrees 4 and 4 in x^2, fitted to tanh on
+/// [0, 9] for the smallest largest error, 3e-7: f32 precision), clamped to [-9, 9] where tanh is 1
+/// in f32. Branch-free, so the loop over a layer vectorizes: libm's f64 `tanh` took 56 % of a 3-D
+/// CRL-PUCL run (perf), this is about ten times cheaper. NaN stays NaN (`clamp` keeps it).
+#[inline]
+pub fn tanh(x: f32) -> f32 {
+    let x = x.clamp(-9.0, 9.0);
+    let x2 = x * x;
+    let p = x
+        * (0.999_999_9
+            + x2 * (0.133_731_6 + x2 * (3.486_538e-3 + x2 * (2.047_108e-5 + x2 * 1.318_313e-8))));
+    let q =
+        1.0 + x2 * (0.467_064_6 + x2 * (2.584_181_4e-2 + x2 * (3.271_312e-4 + x2 * 7.702_226e-7)));
+    (p / q).clamp(-1.0, 1.0)
+}
+
+/// A dense network with tanh hidden layers and a linear output. Parameters are stored (and
+/// optimized) in f64; the passes compute in f32, as the reference's PyTorch networks do, which
+/// halves the cost of the matrix products and the activations that dominate PPO's updates.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TanhMlp {
@@ -32,9 +50,10 @@ pub struct TanhMlp {
     pub params: Vec<f64>,
 }
 
-/// The layer inputs of a batched forward pass, kept for the backward pass.
+/// What a batched forward pass keeps for the backward pass: each layer's input and the f32 weights.
 pub struct Cache {
-    inputs: Vec<Array2<f64>>,
+    inputs: Vec<Array2<f32>>,
+    weights: Vec<Array2<f32>>,
 }
 
 impl TanhMlp {
@@ -62,27 +81,53 @@ impl TanhMlp {
     /// Outputs for a batch (rows are inputs), and what the backward pass needs.
     pub fn forward(&self, x: ArrayView2<f64>) -> (Array2<f64>, Cache) {
         let nl = self.sizes.len() - 1;
-        let mut inputs = vec![x.to_owned()];
+        let mut cache = Cache {
+            inputs: vec![x.mapv(|v| v as f32)],
+            weights: Vec::with_capacity(nl),
+        };
         for l in 0..nl {
             let (w, b) = self.layer(l);
-            let mut z = inputs[l].dot(&w.t());
-            z += &b;
+            let w = w.mapv(|v| v as f32);
+            let mut z = cache.inputs[l].dot(&w.t());
+            z += &b.mapv(|v| v as f32);
+            cache.weights.push(w);
             if l + 1 == nl {
-                return (z, Cache { inputs });
+                return (z.mapv(f64::from), cache);
             }
-            z.mapv_inplace(f64::tanh);
-            inputs.push(z);
+            // Over the plain slice, so that the loop vectorizes.
+            match z.as_slice_mut() {
+                Some(v) => v.iter_mut().for_each(|a| *a = tanh(*a)),
+                None => z.mapv_inplace(tanh),
+            }
+            cache.inputs.push(z);
         }
         unreachable!("the last layer returns")
     }
 
     /// The gradient w.r.t. the parameters of sum(dout * output), written into `grad`.
     pub fn backward(&self, cache: &Cache, dout: ArrayView2<f64>, grad: &mut [f64]) {
-        // tanh' from its output: 1 - a^2.
-        let (sizes, params) = (&self.sizes, &self.params);
-        dense_backward(sizes, params, &cache.inputs, dout.to_owned(), grad, |a| {
-            1.0 - a * a
-        });
+        let mut delta = dout.mapv(|v| v as f32);
+        let mut end = grad.len();
+        for l in (0..self.sizes.len() - 1).rev() {
+            let (i, o) = (self.sizes[l], self.sizes[l + 1]);
+            let at = end - (o * i + o);
+            end = at;
+            // Logical (row-major) order, whatever the memory layout of the product.
+            let gw = delta.t().dot(&cache.inputs[l]);
+            let gb = delta.sum_axis(Axis(0));
+            for (g, v) in grad[at..at + o * i + o]
+                .iter_mut()
+                .zip(gw.iter().chain(gb.iter()))
+            {
+                *g = f64::from(*v);
+            }
+            if l > 0 {
+                let mut d = delta.dot(&cache.weights[l]);
+                // tanh' from its output: 1 - a^2.
+                d.zip_mut_with(&cache.inputs[l], |g, a| *g *= 1.0 - a * a);
+                delta = d;
+            }
+        }
     }
 }
 
@@ -534,6 +579,19 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rational_tanh_is_within_f32_precision_of_libm_and_saturates() {
+        for i in -4000..=4000 {
+            let x = i as f32 * 0.01;
+            assert!((tanh(x) - x.tanh()).abs() < 5e-7, "x = {x}");
+        }
+        assert_eq!(tanh(400.0), 1.0);
+        assert_eq!(tanh(-400.0), -1.0);
+        assert_eq!(tanh(f32::INFINITY), 1.0);
+        assert_eq!(tanh(f32::NEG_INFINITY), -1.0);
+        assert!(tanh(f32::NAN).is_nan());
+    }
+
+    #[test]
     fn backward_matches_finite_differences() {
         let mut rng = ChaCha8Rng::seed_from_u64(3);
         let net = TanhMlp::new(&[3, 5, 4, 2], 1.0, &mut rng);
@@ -545,11 +603,12 @@ mod tests {
         net.backward(&cache, w.view(), &mut g);
         for i in (0..net.params.len()).step_by(3) {
             let (mut a, mut b) = (net.clone(), net.clone());
-            a.params[i] += 1e-6;
-            b.params[i] -= 1e-6;
-            let fd = (f(&a) - f(&b)) / 2e-6;
+            // f32 passes: a step large enough for f32 rounding, a tolerance to match.
+            a.params[i] += 1e-3;
+            b.params[i] -= 1e-3;
+            let fd = (f(&a) - f(&b)) / 2e-3;
             assert!(
-                (fd - g[i]).abs() < 1e-6 * (1.0 + fd.abs()),
+                (fd - g[i]).abs() < 2e-3 * (1.0 + fd.abs()),
                 "param {i}: {fd} vs {}",
                 g[i]
             );
