@@ -32,6 +32,9 @@ struct Run {
     recall: f64,
     precision: f64,
     unsafe_rate: f64,
+    /// Fraction of evaluation episodes that reached the goal (NaN for a task without a goal).
+    goal_reached: f64,
+    mean_return: f64,
     seconds: f64,
 }
 
@@ -50,10 +53,14 @@ struct Opts {
     timesteps: Option<usize>,
 }
 
-fn demos_file(task: &str) -> &'static str {
-    match task {
-        "point_ellipse_2d" => "point_ellipse_2d.csv",
-        "half_cheetah_blocked" => "half_cheetah_blocked.csv",
+/// The reference's demonstrations for each task and policy: on the cylinder, CRL-PUCL learns from
+/// the RL expert's 10 demonstrations (they pass 1 cm from the true boundary) and DSM-PUCL from the
+/// DS expert's 12 (which keep 1.7-3.9 cm).
+fn demos_file(task: &str, policy: PolicyKind) -> &'static str {
+    match (task, policy) {
+        ("point_ellipse_2d", _) => "point_ellipse_2d.csv",
+        ("half_cheetah_blocked", _) => "half_cheetah_blocked.csv",
+        (_, PolicyKind::Crl) => "reach_obstacle_3d_rl.csv",
         _ => "reach_obstacle_3d_ds.csv",
     }
 }
@@ -94,6 +101,12 @@ fn run(job: &Job, o: &Opts) -> Result<Run, String> {
         recall: e.recall,
         precision: e.precision,
         unsafe_rate: e.unsafe_rate,
+        goal_reached: if !task.goal().is_empty() {
+            e.goal_reached
+        } else {
+            f64::NAN
+        },
+        mean_return: e.mean_return,
         seconds,
     })
 }
@@ -123,9 +136,11 @@ fn run_all(list: &[Job], o: &Opts, jobs: usize) -> Vec<Result<Run, String>> {
                         job.seed,
                         match &r {
                             Ok(r) => format!(
-                                "IoU {:.3} unsafe {:.2} % {:.0} s",
+                                "IoU {:.3} unsafe {:.2} % goal {:.0} % return {:.1} {:.0} s",
                                 r.iou,
                                 100.0 * r.unsafe_rate,
+                                100.0 * r.goal_reached,
+                                r.mean_return,
                                 r.seconds
                             ),
                             Err(e) => format!("failed: {e}"),
@@ -165,6 +180,9 @@ fn paper(task: &str, method: Method) -> &'static str {
         ("point_ellipse_2d", Method::Mecl) => "0.47 / 11 %",
         ("point_ellipse_2d", Method::Bc) => "0.34 / 16 %",
         ("reach_obstacle_3d", Method::Pucl) => "0.46 +- 0.09 / 0.47 %",
+        ("reach_obstacle_3d", Method::Gpucl) => "0.27 / 16 %",
+        ("reach_obstacle_3d", Method::Mecl) => "0.15 / 30 %",
+        ("reach_obstacle_3d", Method::Bc) => "0.12 / 6 %",
         ("half_cheetah_blocked", Method::Pucl) => "0.89 / 6 %",
         ("half_cheetah_blocked", Method::Gpucl) => "0.65 / 20 %",
         ("half_cheetah_blocked", Method::Mecl) => "0.78 / 9 %",
@@ -237,7 +255,7 @@ fn main() {
                 methods.iter().flat_map(move |&method| {
                     (100..100 + seeds).map(move |seed| Job {
                         task,
-                        demos: demos_file(task),
+                        demos: demos_file(task, PolicyKind::Crl),
                         policy: PolicyKind::Crl,
                         method,
                         d_r: None,
@@ -249,8 +267,10 @@ fn main() {
         eprintln!("methods: {} runs", list.len());
         let res = run_all(&list, &o, jobs);
         println!("## Methods with the CRL policy (mean +- std over seeds)\n");
-        println!("| task | method | IoU | unsafe rate % | paper IoU / unsafe | failed runs |");
-        println!("|---|---|---|---|---|---|");
+        println!(
+            "| task | method | IoU | unsafe rate % | goal reached % | mean return | paper IoU / unsafe | failed runs |"
+        );
+        println!("|---|---|---|---|---|---|---|---|");
         for &task in &tasks {
             for &method in &methods {
                 let runs: Vec<&Run> = list
@@ -260,9 +280,11 @@ fn main() {
                     .filter_map(|(_, r)| r.as_ref().ok())
                     .collect();
                 println!(
-                    "| {task} | {method:?} | {} | {} | {} | {} |",
+                    "| {task} | {method:?} | {} | {} | {} | {} | {} | {} |",
                     cell(&runs, |r| r.iou, 1.0, 3),
                     cell(&runs, |r| r.unsafe_rate, 100.0, 2),
+                    cell(&runs, |r| r.goal_reached, 100.0, 0),
+                    cell(&runs, |r| r.mean_return, 1.0, 1),
                     paper(task, method),
                     seeds as usize - runs.len()
                 );
@@ -278,7 +300,7 @@ fn main() {
             .flat_map(|&policy| {
                 seed_list.iter().map(move |&seed| Job {
                     task,
-                    demos: demos_file(task),
+                    demos: demos_file(task, policy),
                     policy,
                     method: Method::Pucl,
                     d_r: None,
@@ -289,8 +311,10 @@ fn main() {
         eprintln!("policies: {} runs", list.len());
         let res = run_all(&list, &o, jobs);
         println!("## CRL-PUCL against DSM-PUCL on {task} (mean +- std over seeds)\n");
-        println!("| policy | IoU | recall % | precision % | unsafe rate % | training s | paper |");
-        println!("|---|---|---|---|---|---|---|");
+        println!(
+            "| policy | demonstrations | IoU | recall % | precision % | unsafe rate % | goal reached % | training s | paper |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
         for policy in [PolicyKind::Crl, PolicyKind::Dsm] {
             let runs: Vec<&Run> = list
                 .iter()
@@ -299,11 +323,13 @@ fn main() {
                 .filter_map(|(_, r)| r.as_ref().ok())
                 .collect();
             println!(
-                "| {policy:?} | {} | {} | {} | {} | {} | {} |",
+                "| {policy:?} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                demos_file(task, policy),
                 cell(&runs, |r| r.iou, 1.0, 3),
                 cell(&runs, |r| r.recall, 100.0, 1),
                 cell(&runs, |r| r.precision, 100.0, 1),
                 cell(&runs, |r| r.unsafe_rate, 100.0, 2),
+                cell(&runs, |r| r.goal_reached, 100.0, 0),
                 cell(&runs, |r| r.seconds, 1.0, 1),
                 match policy {
                     PolicyKind::Crl =>
@@ -328,7 +354,7 @@ fn main() {
             .flat_map(|&d| {
                 seed_list.iter().map(move |&seed| Job {
                     task,
-                    demos: demos_file(task),
+                    demos: demos_file(task, policy),
                     policy,
                     method: Method::Pucl,
                     d_r: Some(d),
@@ -342,8 +368,8 @@ fn main() {
             "## d_r sensitivity on {task} ({}-PUCL; the paper's Fig. 4)\n",
             format!("{policy:?}").to_uppercase()
         );
-        println!("| d_r | IoU | unsafe rate % |");
-        println!("|---|---|---|");
+        println!("| d_r | IoU | unsafe rate % | goal reached % |");
+        println!("|---|---|---|---|");
         let (mut iou, mut unsafe_rate) = (Vec::new(), Vec::new());
         for &d in &values {
             let runs: Vec<&Run> = list
@@ -353,9 +379,10 @@ fn main() {
                 .filter_map(|(_, r)| r.as_ref().ok())
                 .collect();
             println!(
-                "| {d:.2} | {} | {} |",
+                "| {d:.2} | {} | {} | {} |",
                 cell(&runs, |r| r.iou, 1.0, 3),
-                cell(&runs, |r| r.unsafe_rate, 100.0, 2)
+                cell(&runs, |r| r.unsafe_rate, 100.0, 2),
+                cell(&runs, |r| r.goal_reached, 100.0, 0)
             );
             if !runs.is_empty() {
                 iou.push((d, mean_std(&runs.iter().map(|r| r.iou).collect::<Vec<_>>())));
