@@ -136,10 +136,14 @@ fn run_all(list: &[Job], o: &Opts, jobs: usize) -> Vec<Result<Run, String>> {
                         job.seed,
                         match &r {
                             Ok(r) => format!(
-                                "IoU {:.3} unsafe {:.2} % goal {:.0} % return {:.1} {:.0} s",
+                                "IoU {:.3} unsafe {:.2} % goal reached {} return {:.1} {:.0} s",
                                 r.iou,
                                 100.0 * r.unsafe_rate,
-                                100.0 * r.goal_reached,
+                                if r.goal_reached.is_nan() {
+                                    "-".to_string()
+                                } else {
+                                    format!("{:.0} %", 100.0 * r.goal_reached)
+                                },
                                 r.mean_return,
                                 r.seconds
                             ),
@@ -169,7 +173,12 @@ fn cell(runs: &[&Run], f: impl Fn(&Run) -> f64, scale: f64, digits: usize) -> St
     if runs.is_empty() {
         return "failed".into();
     }
-    let (m, s) = mean_std(&runs.iter().map(|r| f(r) * scale).collect::<Vec<_>>());
+    let values: Vec<f64> = runs.iter().map(|r| f(r) * scale).collect();
+    // E.g. the goal-reached rate of a task without a goal.
+    if values.iter().all(|v| v.is_nan()) {
+        return "-".into();
+    }
+    let (m, s) = mean_std(&values);
     format!("{m:.digits$} +- {s:.digits$}")
 }
 

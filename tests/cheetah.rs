@@ -60,11 +60,7 @@ fn short_crl_pucl_run_on_the_cheetah_learns_and_evaluates() {
         dir.path().join("policy.json"),
         dir.path().join("short.yaml"),
     );
-    std::fs::write(
-        &cfg,
-        "iterations: 2\ncrl: {timesteps_per_iteration: 20000}\n",
-    )
-    .unwrap();
+    std::fs::write(&cfg, "iterations: 3\n").unwrap();
     let o = pucl(&[
         "learn",
         "--task",
@@ -78,7 +74,9 @@ fn short_crl_pucl_run_on_the_cheetah_learns_and_evaluates() {
         "--policy-out",
         policy.to_str().unwrap(),
     ]);
-    // Seeded: the second iteration's rollouts beat demonstrations and give reliable infeasible states.
+    // After 5e4 PPO steps per iteration (the default) some mean-action rollouts beat their
+    // demonstrations by the second iteration on each of seeds 0-2 (docs/RESULTS.md's runs), and give
+    // reliable infeasible states; 2e4 steps did not on seed 0 once PPO computed in f32.
     assert!(o.status.success(), "{}", stderr(&o));
     let o = pucl(&[
         "eval",
@@ -96,7 +94,8 @@ fn short_crl_pucl_run_on_the_cheetah_learns_and_evaluates() {
         let v = r[key].as_f64().unwrap_or(f64::NAN);
         assert!((0.0..=1.0).contains(&v), "{key} = {v}");
     }
-    // Already the wall is found on the evaluation states (0.96 with this seed).
+    // Once anything is identified the wall is found on the evaluation states (IoU 0.94-0.97 in the
+    // first iterations of seeds 0-2).
     assert!(r["iou"].as_f64().unwrap() > 0.8, "{r}");
     // The task has no goal, so no goal-reached rate.
     assert!(r["goal_reached"].is_null(), "{r}");
