@@ -101,7 +101,7 @@ fn run(job: &Job, o: &Opts) -> Result<Run, String> {
         recall: e.recall,
         precision: e.precision,
         unsafe_rate: e.unsafe_rate,
-        goal_reached: if !task.goal().is_empty() {
+        goal_reached: if !task.spec.goal.is_none() {
             e.goal_reached
         } else {
             f64::NAN
