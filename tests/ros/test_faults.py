@@ -41,16 +41,30 @@ class Graph:
         self.reset = self.node.create_client(Reset, "/kinematic_sim/reset")
         assert self.reset.wait_for_service(timeout_sec=20)
 
+    def filter_endpoints(self):
+        """The graph's endpoints (GIDs) of the filter's command input and output."""
+        ins = self.node.get_subscriptions_info_by_topic("/cmd_vel_in")
+        outs = self.node.get_publishers_info_by_topic("/cmd_vel")
+        return {bytes(i.endpoint_gid) for i in ins}, {bytes(i.endpoint_gid) for i in outs}
+
     def start_filter(self):
+        """Start a filter and wait until the graph shows its own input and output. A filter killed by
+        SIGKILL stays in the graph until its lease ends, so a count alone cannot tell the new one."""
+        old_in, old_out = self.filter_endpoints()
         self.filter = self.start_node("safety_filter", "safety_filter.yaml", model_path=self.model,
                                       cmd_vel_out_topic="cmd_vel")
-        assert wait_for(self.node, lambda: self.cmd.get_subscription_count() > 0, 20)
+
+        def new_filter_seen():
+            ins, outs = self.filter_endpoints()
+            return bool(ins - old_in) and bool(outs - old_out)
+
+        assert wait_for(self.node, new_filter_seen, 20)
 
     def position(self):
         p = self.poses[-1][1].pose.position
         return [p.x, p.y, p.z]
 
-    def drive_until(self, x_kill, velocity=(SPEED, 0.0, 0.0), timeout=5.0):
+    def drive_until(self, x_kill, velocity=(SPEED, 0.0, 0.0), timeout=10.0):
         """Command `velocity` at 50 Hz until the arm passes x_kill (or the time runs out)."""
         t0 = time.monotonic()
         while time.monotonic() - t0 < timeout:
