@@ -453,3 +453,96 @@ fn models_of_the_wrong_dimension_or_corrupt_files_are_refused() {
         );
     }
 }
+
+/// The demonstrated range of each command axis in a demonstrations CSV (columns ax, ay, az).
+fn command_range(csv: &Path) -> Vec<(f64, f64)> {
+    let text = std::fs::read_to_string(csv).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let cols: Vec<usize> = ["ax", "ay", "az"]
+        .iter()
+        .map(|c| header.iter().position(|h| h == c).unwrap())
+        .collect();
+    let mut range = vec![(f64::INFINITY, f64::NEG_INFINITY); 3];
+    for line in lines {
+        let f: Vec<f64> = line.split(',').map(|v| v.parse().unwrap()).collect();
+        for (k, &c) in cols.iter().enumerate() {
+            range[k] = (range[k].0.min(f[c]), range[k].1.max(f[c]));
+        }
+    }
+    range
+}
+
+#[test]
+fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_reaches_the_goal() {
+    // Generated tasks nobody tuned for (suite seed 7): the per-axis limits are unknown to the learner,
+    // and the demonstrations use only part of the action box.
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let o = pucl(&["suite", "--seed", "7", "--per-class", "2", "--out", dir]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for name in ["suite7_velocity_00", "suite7_velocity_01"] {
+        let (task, demos) = (
+            d.path().join(format!("{name}.yaml")),
+            d.path().join(format!("{name}.csv")),
+        );
+        let m = d.path().join(format!("{name}.json"));
+        let o = pucl(&[
+            "learn",
+            "--task",
+            task.to_str().unwrap(),
+            "--demos",
+            demos.to_str().unwrap(),
+            "--out",
+            m.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let o = pucl(&[
+            "eval",
+            "--task",
+            task.to_str().unwrap(),
+            "--model",
+            m.to_str().unwrap(),
+            "--json",
+        ]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
+        assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
+        // Beyond the demonstrated range of any axis, both ways: infeasible. Stopping and slow
+        // commands in every direction: feasible.
+        let range = command_range(&demos);
+        let fastest = range.iter().map(|(l, h)| h.max(-l)).fold(0.0, f64::max);
+        let mut points = vec![[0.0; 3]];
+        for k in 0..3 {
+            for s in [-1.0, 1.0] {
+                let mut slow = [0.0; 3];
+                slow[k] = s * 0.1 * fastest;
+                points.push(slow);
+            }
+        }
+        let feasible_until = points.len();
+        for (k, (lo, hi)) in range.iter().enumerate() {
+            let mut far = [0.0; 3];
+            far[k] = hi.max(0.25 * fastest) + 0.3;
+            points.push(far);
+            far[k] = lo.min(-0.25 * fastest) - 0.3;
+            points.push(far);
+        }
+        let args: Vec<String> = points.iter().flatten().map(|c| c.to_string()).collect();
+        let mut q = vec!["query", "--model", m.to_str().unwrap(), "--json"];
+        q.extend(args.iter().map(String::as_str));
+        let o = pucl(&q);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let answers = v["feasible"].as_array().unwrap();
+        assert_eq!(answers.len(), points.len());
+        for (i, (p, a)) in points.iter().zip(answers).enumerate() {
+            let zeta = &v["zeta"][i];
+            assert_eq!(
+                a.as_bool(),
+                Some(i < feasible_until),
+                "{name}: {p:?}: zeta {zeta}"
+            );
+        }
+    }
+}

@@ -100,6 +100,12 @@ pub struct LearnConfig {
     /// Absent from model files written before it existed: off.
     #[serde(default)]
     pub star_prior: bool,
+    /// Velocity constraints: a command at least d_r outside the demonstrated range of some axis
+    /// (widened to include zero) counts as reliable infeasible. PUCL's probes only go where they
+    /// beat the demonstrations, so without it zeta extrapolates feasibility into directions nobody
+    /// took. Position constraints ignore it. Absent from model files written before it existed: off.
+    #[serde(default)]
+    pub support_prior: bool,
     /// Reliable infeasible identification.
     pub identify: IdentifyConfig,
     pub policy_filter: PolicyFilter,

@@ -33,7 +33,7 @@ use crate::policy::modulation::{DsmConfig, PolicySpace};
 use crate::report::evaluate::grid_metrics;
 use crate::task::Task;
 use crate::task::sim::{Simulator, Trajectory, replay_return};
-use rand::SeedableRng;
+use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -102,6 +102,7 @@ pub fn learn(
     let t0 = Instant::now();
     let task = &learning_task(task, demos, cfg)?;
     let demo_points = demonstrated_points(task, demos, cfg);
+    let prior_infeasible = support_prior_points(task, demos, cfg, seed);
     let starts = demos.start_states();
     let mut sim = Simulator::new(task);
     let demo_returns: Vec<f64> = demos
@@ -136,6 +137,7 @@ pub fn learn(
             demos: &demo_points,
             reliable_infeasible: &reliable_infeasible,
             memory_buffer: &memory_buffer,
+            prior_infeasible: &prior_infeasible,
             rollouts: &kept,
         };
         // Train zeta on D (feasible) against R and the memory buffer M (infeasible); save R into M.
@@ -275,16 +277,121 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
                 d.data.extend(a.iter().map(|c| f * c));
             }
         }
+        if cfg.support_prior {
+            // Slow commands in every direction: a lattice over the slow box.
+            let (_, _, slow) = demonstrated_range(&Points {
+                dim: d.dim,
+                data: demonstrated,
+            });
+            let per_axis: usize = if d.dim <= 3 { 5 } else { 3 };
+            for i in 0..per_axis.pow(d.dim as u32) {
+                let mut j = i;
+                for _ in 0..d.dim {
+                    let step = (j % per_axis) as f64 / (per_axis - 1) as f64;
+                    d.data.push(slow * (2.0 * step - 1.0));
+                    j /= per_axis;
+                }
+            }
+        }
     }
     d
 }
 
+/// The demonstrated range of every axis, widened to include the slow commands (each axis within
+/// `SUPPORT_PRIOR_SLOW` of the fastest demonstrated axis command, whose bound is returned too).
+fn demonstrated_range(shown: &Points) -> (Vec<f64>, Vec<f64>, f64) {
+    let dim = shown.dim;
+    let (mut lo, mut hi) = (vec![0.0_f64; dim], vec![0.0_f64; dim]);
+    for r in shown.rows() {
+        for k in 0..dim {
+            lo[k] = lo[k].min(r[k]);
+            hi[k] = hi[k].max(r[k]);
+        }
+    }
+    let fastest = (0..dim).map(|k| hi[k].max(-lo[k])).fold(0.0, f64::max);
+    let slow = SUPPORT_PRIOR_SLOW * fastest;
+    for k in 0..dim {
+        lo[k] = lo[k].min(-slow);
+        hi[k] = hi[k].max(slow);
+    }
+    (lo, hi, slow)
+}
+
+/// Commands the support prior samples per feature dimension (before keeping those outside).
+const SUPPORT_PRIOR_SAMPLES_PER_DIM: usize = 500;
+/// Slow commands in every direction stay inside the support prior's range: up to this fraction of
+/// the fastest demonstrated axis command, whatever the demonstrations did on that axis.
+const SUPPORT_PRIOR_SLOW: f64 = 0.25;
+
+/// For a velocity constraint with `support_prior`: commands at least d_r outside the demonstrated
+/// range of some axis (the range widened to include the slow commands), as infeasible training
+/// data: uniform samples over a box as wide as that range and the action box, and walls just
+/// outside each face of the range.
+pub(crate) fn support_prior_points(
+    task: &Task,
+    demos: &DemoSet,
+    cfg: &LearnConfig,
+    seed: u64,
+) -> Points {
+    let dim = task.feature_dim();
+    let mut out = Points::new(dim);
+    if !cfg.support_prior || PolicySpace::of(task) != Ok(PolicySpace::Velocity) {
+        return out;
+    }
+    let shown = Points {
+        dim,
+        data: demos.feature_points(task),
+    };
+    let (lo, hi, _) = demonstrated_range(&shown);
+    let extent = (0..dim).map(|k| hi[k] - lo[k]).fold(0.0, f64::max);
+    let margin = 0.5 * cfg.identify.d_r.unwrap_or(0.05 * extent);
+    if !(extent > 0.0 && margin > 0.0) {
+        return out;
+    }
+    let limit = task.spec.dynamics.action_limit.per_axis.as_ref();
+    let reach: Vec<f64> = (0..dim)
+        .map(|k| extent.max(limit.map_or(0.0, |l| l[k])) + margin)
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x0000_05ee_d0f5);
+    let mut x = vec![0.0; dim];
+    // Far: uniform over the reach box, outside the margin.
+    for _ in 0..SUPPORT_PRIOR_SAMPLES_PER_DIM * dim {
+        for k in 0..dim {
+            x[k] = rng.random_range(lo[k] - reach[k]..=hi[k] + reach[k]);
+        }
+        if (0..dim).any(|k| x[k] < lo[k] - margin || x[k] > hi[k] + margin) {
+            out.push(&x);
+        }
+    }
+    // Near: walls 1, 2 and 4 margins outside each face of the range, so that the learned limit
+    // sits within a margin of the demonstrated one (sparse far samples alone let it drift out).
+    for k in 0..dim {
+        for side in [-1.0, 1.0] {
+            for layer in [1.0, 2.0, 4.0] {
+                for _ in 0..SUPPORT_PRIOR_SAMPLES_PER_DIM / 5 * dim {
+                    for j in 0..dim {
+                        x[j] = rng.random_range(lo[j] - margin..=hi[j] + margin);
+                    }
+                    x[k] = if side > 0.0 { hi[k] } else { lo[k] } + side * layer * margin;
+                    out.push(&x);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The modulation settings completed from the data: a velocity constraint's projection reference is
-/// the demonstrations' mean command (the star-shaped prior's points excluded: a command the robot
-/// was shown, inside the learned feasible set, and one that moves).
+/// the zero command when both priors hold (stopping is feasible, and no direction extends beyond
+/// the demonstrated range), else the demonstrations' mean command (the star-shaped prior's points
+/// excluded: a command the robot was shown, inside the learned feasible set, and one that moves).
 pub(crate) fn completed_dsm(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> DsmConfig {
     let mut dsm = cfg.dsm.clone();
     if PolicySpace::of(task) == Ok(PolicySpace::Velocity) && dsm.velocity_reference.is_none() {
+        if cfg.star_prior && cfg.support_prior {
+            dsm.velocity_reference = Some(vec![0.0; task.feature_dim()]);
+            return dsm;
+        }
         let shown = Points {
             dim: task.feature_dim(),
             data: demos.feature_points(task),
@@ -415,5 +522,80 @@ impl IterationStats {
         self.nu = p.map(|s| s.nu);
         self.seconds = t0.elapsed().as_secs_f64();
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn velocity_task_and_demos() -> (Task, DemoSet, LearnConfig) {
+        let task = Task::load("reach_velocity_3d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos/reach_velocity_3d.csv"), &task).unwrap();
+        let cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        (task, demos, cfg)
+    }
+
+    #[test]
+    fn support_prior_labels_only_commands_beyond_the_demonstrated_range_and_never_slow_ones() {
+        let (task, demos, cfg) = velocity_task_and_demos();
+        assert!(
+            cfg.support_prior,
+            "on by default (config/learn/default.yaml)"
+        );
+        let shown = Points {
+            dim: 3,
+            data: demos.feature_points(&task),
+        };
+        let (lo, hi, slow) = demonstrated_range(&shown);
+        let margin = 0.5 * cfg.identify.d_r.unwrap();
+        let prior = support_prior_points(&task, &demos, &cfg, 0);
+        assert!(prior.len() > 1000, "{} points", prior.len());
+        for p in prior.rows() {
+            let beyond = (0..3)
+                .map(|k| (lo[k] - p[k]).max(p[k] - hi[k]))
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!(beyond >= margin - 1e-12, "{p:?} is within the margin");
+            assert!(p.iter().any(|c| c.abs() > slow), "{p:?} is a slow command");
+        }
+        // Every face of the range is walled: some point just beyond each side of each axis.
+        for k in 0..3 {
+            for (edge, side) in [(hi[k], 1.0), (lo[k], -1.0)] {
+                let near = prior
+                    .rows()
+                    .filter(|p| (side * (p[k] - edge) - margin).abs() < 1e-9)
+                    .count();
+                assert!(near > 50, "axis {k} side {side}: {near} wall points");
+            }
+        }
+        // The slow commands join D, and the projection of the model's users starts at zero.
+        let d = demonstrated_points(&task, &demos, &cfg);
+        assert!(
+            d.rows()
+                .any(|p| (p[2] - slow).abs() < 1e-12 && p[0] == -slow)
+        );
+        assert_eq!(
+            completed_dsm(&task, &demos, &cfg).velocity_reference,
+            Some(vec![0.0; 3])
+        );
+    }
+
+    #[test]
+    fn support_prior_is_off_for_position_constraints_and_when_disabled() {
+        let (task, demos, mut cfg) = velocity_task_and_demos();
+        cfg.support_prior = false;
+        assert!(support_prior_points(&task, &demos, &cfg, 0).is_empty());
+        // Without it the users project from the demonstrations' mean command, as before.
+        assert_ne!(
+            completed_dsm(&task, &demos, &cfg).velocity_reference,
+            Some(vec![0.0; 3])
+        );
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos =
+            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
+        let cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        assert!(support_prior_points(&task, &demos, &cfg, 0).is_empty());
     }
 }

@@ -53,6 +53,13 @@ pub struct DsmConfig {
     /// around; none: the learner uses the demonstrations' mean command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub velocity_reference: Option<Vec<f64>>,
+    /// Velocity constraints: a nominal command beyond the action box is scaled down as a whole (its
+    /// direction to the goal kept) instead of clipped per axis. Learning rollouts clip (the
+    /// time-optimal command, which probes the limits); at use the direction matters more, because a
+    /// learned set no wider than the demonstrations holds few commands off their directions.
+    /// Absent from older model files: off.
+    #[serde(default)]
+    pub keep_direction: bool,
     /// No modulation where |grad zeta| is below this (flat network: no boundary information).
     #[serde(default = "default_min_gradient")]
     pub min_gradient: f64,
@@ -144,6 +151,7 @@ impl Default for DsmConfig {
             tail_effect: true,
             reference_point: None,
             velocity_reference: None,
+            keep_direction: false,
             min_gradient: default_min_gradient(),
             lookahead: true,
             safety_margin: 0.0,
@@ -645,6 +653,19 @@ fn escape_saddle(v: &mut [f64], nominal: &[f64], grad: &[f64]) {
     }
 }
 
+/// Scale `a` down as a whole so that every axis is within the task's action box (a norm limit
+/// already keeps the direction).
+fn keep_direction_in_box(task: &Task, a: &mut [f64]) {
+    if let crate::task::ActionLimit::Box(b) = &task.action_limit {
+        let s = a
+            .iter()
+            .zip(b)
+            .map(|(c, l)| if c.abs() > *l { l / c.abs() } else { 1.0 })
+            .fold(1.0, f64::min);
+        a.iter_mut().for_each(|c| *c *= s);
+    }
+}
+
 /// Velocity-space counterpart of the modulation, for constraints on the command itself. The learned
 /// feasible set of commands is taken as star-shaped around a reference command known to be feasible
 /// (the zero command under the learner's star-shaped prior, else the demonstrations' mean command),
@@ -859,6 +880,9 @@ impl Policy for DsmPolicy<'_> {
             }
             (PolicySpace::Velocity, Some(net)) => {
                 normalize_speed(action, self.cfg);
+                if self.cfg.keep_direction {
+                    keep_direction_in_box(self.task, action);
+                }
                 // The command space is the task's action set: limit first, then project.
                 self.trial.copy_from_slice(action);
                 crate::task::sim::Simulator::limit_action(self.task, &self.trial, action);

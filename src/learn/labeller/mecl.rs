@@ -201,6 +201,7 @@ mod tests {
             demos: &demo,
             reliable_infeasible: &Points::new(1),
             memory_buffer: &Points::new(1),
+            prior_infeasible: &Points::new(1),
             rollouts: &rollouts,
         };
         let loss = mecl.train_zeta(

@@ -28,6 +28,9 @@ pub struct TrainingData<'a> {
     pub reliable_infeasible: &'a Points,
     /// The memory buffer M: R of earlier iterations.
     pub memory_buffer: &'a Points,
+    /// Infeasible by prior knowledge, not by identification (`LearnConfig::support_prior`). The
+    /// classifier methods train on it; MECL's own loss weighs policy states only, as in its paper.
+    pub prior_infeasible: &'a Points,
     /// The kept rollouts, one feature-point set each.
     pub rollouts: &'a [Points],
 }
@@ -122,7 +125,8 @@ impl Bce {
             .clamp(1, self.epochs)
     }
 
-    /// Train on D against R and M (nothing when both are empty: NaN).
+    /// Train on D against R, M and the prior's infeasible points (nothing when R and M are empty:
+    /// NaN).
     pub fn train(
         &self,
         net: &mut Mlp,
@@ -131,10 +135,11 @@ impl Bce {
         rng: &mut ChaCha8Rng,
     ) -> f64 {
         let (demos, reliable, memory) = (data.demos, data.reliable_infeasible, data.memory_buffer);
-        let infeasible = reliable.len() + memory.len();
-        if infeasible == 0 {
+        if reliable.len() + memory.len() == 0 {
             return f64::NAN;
         }
+        let prior = data.prior_infeasible;
+        let infeasible = reliable.len() + memory.len() + prior.len();
         let d = demos.dim;
         let n = demos.len() + infeasible;
         let mut x = Array2::<f64>::zeros((n, d));
@@ -143,6 +148,7 @@ impl Bce {
             .rows()
             .chain(reliable.rows())
             .chain(memory.rows())
+            .chain(prior.rows())
             .enumerate()
         {
             x.row_mut(r).assign(&ndarray::ArrayView1::from(p));
@@ -230,6 +236,7 @@ mod tests {
             demos: &demo,
             reliable_infeasible: &empty,
             memory_buffer: &empty,
+            prior_infeasible: &empty,
             rollouts: &rollouts,
         };
         assert!(bce.train(&mut net, &mut adam, &data, &mut rng).is_nan());

@@ -8,8 +8,8 @@ use crate::task::sim::{Simulator, Trajectory};
 use rand_chacha::ChaCha8Rng;
 
 pub struct DsmProposer {
-    /// The modulation settings of the rollouts: the model's, without its deployment safety margin,
-    /// so that the rollouts probe the learned boundary itself.
+    /// The modulation settings of the rollouts: the model's, without its deployment safety margin
+    /// and with per-axis saturated commands, so that the rollouts probe the learned boundary itself.
     probe: DsmConfig,
 }
 
@@ -21,6 +21,7 @@ impl DsmProposer {
     pub fn new(dsm: &DsmConfig, star_prior: bool) -> Self {
         let mut probe = DsmConfig {
             safety_margin: 0.0,
+            keep_direction: false,
             ..dsm.clone()
         };
         if star_prior && let Some(r) = probe.velocity_reference.as_mut() {
