@@ -546,3 +546,39 @@ fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_re
         }
     }
 }
+
+#[test]
+fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_true_one() {
+    // The ellipses task under a new name (derived settings). Its repeated evaluation episodes start
+    // up to 5 cm from the demonstrations' starts, some of them inside the learned obstacle between
+    // the two ellipses; going straight on from there crossed the lower ellipse (0.4-1.2 % of steps).
+    let d = tempfile::tempdir().unwrap();
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/point_ellipse_2d.yaml"),
+    )
+    .unwrap();
+    let task = d.path().join("my_ellipses.yaml");
+    std::fs::write(
+        &task,
+        text.replace("name: point_ellipse_2d", "name: my_ellipses"),
+    )
+    .unwrap();
+    let task = task.to_str().unwrap();
+    for seed in ["0", "1", "2"] {
+        let m = d.path().join(format!("m{seed}.json"));
+        let m = m.to_str().unwrap();
+        let demos = reference("point_ellipse_2d.csv");
+        let o = pucl(&[
+            "learn", "--task", task, "--demos", &demos, "--seed", seed, "--out", m,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("settings derived"), "{}", stderr(&o));
+        let o = pucl(&["eval", "--task", task, "--model", m, "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "seed {seed}: {v}");
+        assert!(
+            v["goal_reached"].as_f64().unwrap() >= 0.95,
+            "seed {seed}: {v}"
+        );
+    }
+}

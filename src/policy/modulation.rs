@@ -80,7 +80,8 @@ pub struct DsmConfig {
     #[serde(default)]
     pub saddle_escape: bool,
     /// Inside the learned obstacle, only let the robot out ([`leave_obstacle`]). Learning rollouts
-    /// and evaluation keep it off, like the reference; the safety filter turns it on.
+    /// keep it off, like the reference; `config/learn/default.yaml` turns it on for the model's
+    /// users (evaluation), and the safety filter always does.
     #[serde(default)]
     pub leave_inside: bool,
     /// With the lookahead: when sliding along the boundary within the margin is refused, push

@@ -9,7 +9,8 @@ use rand_chacha::ChaCha8Rng;
 
 pub struct DsmProposer {
     /// The modulation settings of the rollouts: the model's, without its deployment safety margin
-    /// and with per-axis saturated commands, so that the rollouts probe the learned boundary itself.
+    /// and with per-axis saturated commands, so that the rollouts probe the learned boundary itself;
+    /// inside the learned obstacle they keep going, as the reference's do.
     probe: DsmConfig,
 }
 
@@ -22,6 +23,7 @@ impl DsmProposer {
         let mut probe = DsmConfig {
             safety_margin: 0.0,
             keep_direction: false,
+            leave_inside: false,
             ..dsm.clone()
         };
         if star_prior && let Some(r) = probe.velocity_reference.as_mut() {
