@@ -300,6 +300,12 @@ impl GaussianPolicy {
         {
             return Err("the policy has NaN or Inf parameters".into());
         }
+        // The mean network computes in f32: a weight beyond its range would become Inf there.
+        if let Some(v) = self.mean.params.iter().find(|v| v.abs() > f32::MAX as f64) {
+            return Err(format!(
+                "the policy's network has a weight ({v:e}) beyond the f32 range it computes in"
+            ));
+        }
         Ok(())
     }
 }
@@ -589,6 +595,26 @@ mod tests {
         assert_eq!(tanh(f32::INFINITY), 1.0);
         assert_eq!(tanh(f32::NEG_INFINITY), -1.0);
         assert!(tanh(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn a_policy_with_non_finite_or_f32_overflowing_weights_is_refused() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let (n, m) = (task.state_dim(), task.action_dim());
+        let good = GaussianPolicy {
+            mean: TanhMlp::new(&[n, 4, m], 0.01, &mut rng),
+            log_std: vec![0.0; m],
+            obs_offset: vec![0.0; n],
+            obs_scale: vec![1.0; n],
+        };
+        assert_eq!(good.validate(&task), Ok(()));
+        let mut big = good.clone();
+        big.mean.params[3] = 1e300;
+        assert!(big.validate(&task).unwrap_err().contains("f32 range"));
+        let mut nan = good.clone();
+        nan.log_std[0] = f64::NAN;
+        assert!(nan.validate(&task).unwrap_err().contains("NaN"));
     }
 
     #[test]
