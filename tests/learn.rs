@@ -239,6 +239,19 @@ fn without_timing(p: &Path) -> serde_json::Value {
     v
 }
 
+/// `pucl learn` with the default settings and `seed`, then `pucl eval --json`: learn's standard
+/// error (the settings it used) and the evaluation.
+fn learn_and_eval(task: &str, demos: &str, model: &str, seed: &str) -> (String, serde_json::Value) {
+    let o = pucl(&[
+        "learn", "--task", task, "--demos", demos, "--seed", seed, "--out", model,
+    ]);
+    assert!(o.status.success(), "{task}: {}", stderr(&o));
+    let log = stderr(&o);
+    let o = pucl(&["eval", "--task", task, "--model", model, "--json"]);
+    assert!(o.status.success(), "{task}: {}", stderr(&o));
+    (log, serde_json::from_str(&stdout(&o)).unwrap())
+}
+
 #[test]
 fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
     let d = tempfile::tempdir().unwrap();
@@ -247,25 +260,7 @@ fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
         ("reach_velocity_3d", "reach_velocity_3d.csv"),
     ] {
         let m = d.path().join(format!("{task}.json"));
-        let o = pucl(&[
-            "learn",
-            "--task",
-            task,
-            "--demos",
-            &reference(demos),
-            "--out",
-            m.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{task}: {}", stderr(&o));
-        let o = pucl(&[
-            "eval",
-            "--task",
-            task,
-            "--model",
-            m.to_str().unwrap(),
-            "--json",
-        ]);
-        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let (_, v) = learn_and_eval(task, &reference(demos), m.to_str().unwrap(), "0");
         assert!(v["iou"].as_f64().unwrap() > 0.5, "{task}: {v}");
         assert!(v["unsafe_rate"].as_f64().unwrap() < 0.05, "{task}: {v}");
     }
@@ -487,25 +482,12 @@ fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_re
             d.path().join(format!("{name}.csv")),
         );
         let m = d.path().join(format!("{name}.json"));
-        let o = pucl(&[
-            "learn",
-            "--task",
+        let (_, v) = learn_and_eval(
             task.to_str().unwrap(),
-            "--demos",
             demos.to_str().unwrap(),
-            "--out",
             m.to_str().unwrap(),
-        ]);
-        assert!(o.status.success(), "{name}: {}", stderr(&o));
-        let o = pucl(&[
-            "eval",
-            "--task",
-            task.to_str().unwrap(),
-            "--model",
-            m.to_str().unwrap(),
-            "--json",
-        ]);
-        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+            "0",
+        );
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
         assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
         // Beyond the demonstrated range of any axis, both ways: infeasible. Stopping and slow
@@ -567,14 +549,8 @@ fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_
     for seed in ["0", "1", "2"] {
         let m = d.path().join(format!("m{seed}.json"));
         let m = m.to_str().unwrap();
-        let demos = reference("point_ellipse_2d.csv");
-        let o = pucl(&[
-            "learn", "--task", task, "--demos", &demos, "--seed", seed, "--out", m,
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
-        assert!(stderr(&o).contains("settings derived"), "{}", stderr(&o));
-        let o = pucl(&["eval", "--task", task, "--model", m, "--json"]);
-        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let (log, v) = learn_and_eval(task, &reference("point_ellipse_2d.csv"), m, seed);
+        assert!(log.contains("settings derived"), "{log}");
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "seed {seed}: {v}");
         assert!(
             v["goal_reached"].as_f64().unwrap() >= 0.95,

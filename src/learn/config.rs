@@ -100,8 +100,8 @@ pub struct LearnConfig {
     /// Absent from model files written before it existed: off.
     #[serde(default)]
     pub star_prior: bool,
-    /// Velocity constraints: a command at least d_r outside the demonstrated range of some axis
-    /// (widened to include zero) counts as reliable infeasible. PUCL's probes only go where they
+    /// Velocity constraints: a command more than d_r/2 outside the demonstrated range of some axis
+    /// (widened to include the slow commands, which join D) is infeasible training data. PUCL's probes only go where they
     /// beat the demonstrations, so without it zeta extrapolates feasibility into directions nobody
     /// took. Position constraints ignore it. Absent from model files written before it existed: off.
     #[serde(default)]

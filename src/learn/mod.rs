@@ -323,7 +323,7 @@ const SUPPORT_PRIOR_SAMPLES_PER_DIM: usize = 500;
 /// the fastest demonstrated axis command, whatever the demonstrations did on that axis.
 const SUPPORT_PRIOR_SLOW: f64 = 0.25;
 
-/// For a velocity constraint with `support_prior`: commands at least d_r outside the demonstrated
+/// For a velocity constraint with `support_prior`: commands more than d_r/2 outside the demonstrated
 /// range of some axis (the range widened to include the slow commands), as infeasible training
 /// data: uniform samples over a box as wide as that range and the action box, and walls just
 /// outside each face of the range.
