@@ -194,15 +194,19 @@ def test_reloads_under_1khz_commands_leave_no_gap_and_a_failed_reload_is_diagnos
         delay = t0 + (i + 1) * 1e-3 - time.monotonic()
         if delay > 0:
             time.sleep(delay)
+    last_sent = time.time()
     assert wait_for(h.node, lambda: all(f.done() for f in pending), 20)
-    # One output per command (and more from the timer): wait for this node to take them all in.
-    assert wait_for(h.node, lambda: len(arrivals) >= 3000, 20), f"{len(arrivals)} outputs for 3000 commands"
-    arrivals.sort()
+    # Wait until the filter has answered past the last command (the timer keeps publishing).
+    assert wait_for(h.node, lambda: arrivals and max(arrivals) > last_sent, 20)
     assert len(pending) == 6 and all(f.result().success for f in pending), [f.result().message for f in pending]
-    gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]
-    print(f"\n{len(arrivals)} outputs for 3000 commands over 6 reloads; largest gap {1e3 * max(gaps):.1f} ms")
+    window = sorted(a for a in arrivals if a <= last_sent)
+    gaps = [b - a for a, b in zip(window, window[1:])]
+    print(f"\n{len(window)} outputs for 3000 commands over 6 reloads; largest gap {1e3 * max(gaps):.1f} ms")
     # Before reloads moved off the command path, each stalled the filter for about 0.1 s.
     assert max(gaps) < 0.05, f"largest gap between outputs {max(gaps):.3f} s"
+    # Queues are depth 10 (the newest command is the one that matters), so a loaded 2-core machine
+    # may drop a few; a reload that blocked the command path would drop about 100 per reload.
+    assert len(window) >= 0.9 * 3000, f"{len(window)} outputs for 3000 commands"
     # A broken file: the previous model keeps filtering, and /diagnostics says why (ERROR).
     h.diag.clear()
     path.write_text("{ not a model")
