@@ -88,7 +88,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let expert_task: &'static Task = Box::leak(Box::new(task.clone()));
     let expert: &'static Expert<'static> = Box::leak(Box::new(Expert::new(expert_task, margin)?));
 
-    let reliable = QosProfile::default().reliable().keep_last(10);
+    // A deeper history than the usual 10: a subscriber (a recorder) slowed by a loaded machine gets
+    // lost samples resent instead of overwritten.
+    let reliable = QosProfile::default().reliable().keep_last(100);
     let pose_pub = node.create_publisher::<PoseStamped>(&pose_topic, reliable.clone())?;
     let twist_pub = node.create_publisher::<TwistStamped>(&applied_topic, reliable.clone())?;
     let obstacles = node.create_publisher::<r2r::visualization_msgs::msg::MarkerArray>(
