@@ -497,7 +497,7 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
     };
     // Slide and push along the outward normal the modulation used: the hull's (horizontal with a
     // vertical reference axis) or zeta's gradient.
-    let gnorm = s.outward.iter().map(|g| g * g).sum::<f64>().sqrt();
+    let mut gnorm = s.outward.iter().map(|g| g * g).sum::<f64>().sqrt();
     // Around a star-shaped hull the modulation keeps the margin, measured along the ray; zeta's own
     // distance estimate would disagree with it and brake where the hull lets pass.
     let margin = if star.is_some() {
@@ -533,6 +533,19 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         }
         if clear {
             return Some(out);
+        }
+        if star.is_none() {
+            // Around zeta's level sets, the normal is read where the step meets the obstacle or its
+            // margin: a robot still outside it sees zeta saturated at 1 and a gradient that says
+            // nothing about the boundary ahead, and would brake to a stop in front of it.
+            let n = s.next_grad.iter().map(|g| g * g).sum::<f64>().sqrt();
+            if n.is_finite() && n > 0.0 {
+                s.outward.copy_from_slice(&s.next_grad);
+                if let Some(axis) = cfg.around_axis.as_deref().filter(|a| a.len() == d) {
+                    across(&mut s.outward, axis);
+                }
+                gnorm = s.outward.iter().map(|g| g * g).sum::<f64>().sqrt();
+            }
         }
         if attempt == 0 && gnorm > 0.0 {
             let inward: f64 = s
@@ -1112,6 +1125,37 @@ mod tests {
         assert!(run(false) > 1.0, "expected the plain modulation to stall");
         let e = run(true);
         assert!(e < 0.01, "the escape did not reach the goal: {e}");
+    }
+
+    #[test]
+    fn a_robot_facing_a_saturated_boundary_slides_along_it_instead_of_braking_to_a_stop() {
+        // zeta is exactly 1 (its gradient 0) a few millimetres outside this sphere, inside the safety
+        // margin: the normal for the lookahead's slide must come from where the step meets the margin.
+        let f = Sphere {
+            c: [0.5, 0.0, 0.0],
+            r: 0.1,
+            k: 1e4,
+        };
+        let cfg = DsmConfig {
+            gain: 1.0,
+            safety_margin: 0.01,
+            ..DsmConfig::default()
+        };
+        let (goal, h): ([f64; 3], f64) = ([1.0, 0.0, 0.0], 0.01);
+        let mut x = [0.0, 0.03, 0.0];
+        let mut s = ModulationScratch::default();
+        let mut steps = 0;
+        while steps < 1000 && (0..3).map(|k| (x[k] - goal[k]).powi(2)).sum::<f64>() > 1e-4 {
+            let mut v = [goal[0] - x[0], goal[1] - x[1], goal[2] - x[2]];
+            safe_velocity(&f, &x, &mut v, &cfg, Some(h), &mut s).unwrap();
+            for k in 0..3 {
+                x[k] += h * v[k];
+            }
+            let logit = f.logit_grad(&x, &mut [0.0; 3], &mut s.net);
+            assert!(logit >= 0.0, "entered at {x:?}");
+            steps += 1;
+        }
+        assert!(steps < 1000, "stalled at {x:?}");
     }
 
     #[test]
