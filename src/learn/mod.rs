@@ -269,12 +269,6 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
         dim: task.feature_dim(),
         data: demos.feature_points(task),
     };
-    if !task.spec.goal.is_none() && PolicySpace::of(task) == Ok(PolicySpace::Position) {
-        // The goal is feasible by the task's definition (every demonstration ends there): with it in D,
-        // a rollout that reaches the goal from another side than the demonstrations did is not
-        // labelled infeasible at its end, and the learned obstacle cannot swallow the goal.
-        d.data.extend_from_slice(task.goal());
-    }
     if cfg.star_prior && PolicySpace::of(task) == Ok(PolicySpace::Velocity) {
         let demonstrated = d.data.clone();
         d.data.extend(std::iter::repeat_n(0.0, d.dim));
@@ -585,22 +579,6 @@ mod tests {
             completed_dsm(&task, &demos, &cfg).velocity_reference,
             Some(vec![0.0; 3])
         );
-    }
-
-    #[test]
-    fn the_goal_of_a_position_constraint_task_is_demonstrated_feasible() {
-        let task = Task::load("reach_obstacle_3d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos =
-            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
-        let cfg = LearnConfig::for_task(task.name(), None).unwrap();
-        let d = demonstrated_points(&task, &demos, &cfg);
-        assert_eq!(d.len(), demos.total_steps() + 1);
-        assert!(d.rows().any(|p| p == task.goal()));
-        // A velocity constraint's features are commands: the goal position is not one of them.
-        let (task, demos, cfg) = velocity_task_and_demos();
-        let d = demonstrated_points(&task, &demos, &cfg);
-        assert!(!d.rows().any(|p| p == task.goal()));
     }
 
     #[test]

@@ -534,10 +534,11 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         if clear {
             return Some(out);
         }
-        if star.is_none() {
-            // Around zeta's level sets, the normal is read where the step meets the obstacle or its
-            // margin: a robot still outside it sees zeta saturated at 1 and a gradient that says
-            // nothing about the boundary ahead, and would brake to a stop in front of it.
+        if star.is_none() && gnorm < cfg.min_gradient {
+            // Where zeta is saturated at 1 (its gradient below what the modulation uses), the normal
+            // is read where the step meets the obstacle or its margin: the gradient here says nothing
+            // about the boundary ahead, and the robot would brake to a stop in front of it. Elsewhere
+            // the gradient here is kept: in a pocket the normal ahead can point anywhere.
             let n = s.next_grad.iter().map(|g| g * g).sum::<f64>().sqrt();
             if n.is_finite() && n > 0.0 {
                 s.outward.copy_from_slice(&s.next_grad);
