@@ -252,6 +252,40 @@ fn learn_and_eval(task: &str, demos: &str, model: &str, seed: &str) -> (String, 
     (log, serde_json::from_str(&stdout(&o)).unwrap())
 }
 
+/// A generated suite (`pucl suite --seed seed --per-class per_class`) in a temporary folder.
+fn suite(seed: &str, per_class: &str) -> tempfile::TempDir {
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_str().unwrap();
+    let o = pucl(&[
+        "suite",
+        "--seed",
+        seed,
+        "--per-class",
+        per_class,
+        "--out",
+        dir,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    d
+}
+
+/// [`learn_and_eval`] on suite task `name` in `dir`: its demonstrations, model and evaluation.
+fn learn_and_eval_suite_task(
+    dir: &Path,
+    name: &str,
+    seed: &str,
+) -> (PathBuf, PathBuf, serde_json::Value) {
+    let path = |ext: &str| dir.join(format!("{name}.{ext}"));
+    let (task, demos, m) = (path("yaml"), path("csv"), path("json"));
+    let (_, v) = learn_and_eval(
+        task.to_str().unwrap(),
+        demos.to_str().unwrap(),
+        m.to_str().unwrap(),
+        seed,
+    );
+    (demos, m, v)
+}
+
 #[test]
 fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
     let d = tempfile::tempdir().unwrap();
@@ -472,22 +506,9 @@ fn command_range(csv: &Path) -> Vec<(f64, f64)> {
 fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_reaches_the_goal() {
     // Generated tasks nobody tuned for (suite seed 7): the per-axis limits are unknown to the learner,
     // and the demonstrations use only part of the action box.
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().to_str().unwrap();
-    let o = pucl(&["suite", "--seed", "7", "--per-class", "2", "--out", dir]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let d = suite("7", "2");
     for name in ["suite7_velocity_00", "suite7_velocity_01"] {
-        let (task, demos) = (
-            d.path().join(format!("{name}.yaml")),
-            d.path().join(format!("{name}.csv")),
-        );
-        let m = d.path().join(format!("{name}.json"));
-        let (_, v) = learn_and_eval(
-            task.to_str().unwrap(),
-            demos.to_str().unwrap(),
-            m.to_str().unwrap(),
-            "0",
-        );
+        let (demos, m, v) = learn_and_eval_suite_task(d.path(), name, "0");
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
         assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
         // Beyond the demonstrated range of any axis, both ways: infeasible. Stopping and slow
@@ -565,19 +586,9 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
     // millimetres outside the learned obstacle zeta is exactly 1 and its gradient 0: the robot must
     // slide along the boundary ahead rather than brake to a stop in front of it (before: goal
     // reached in 17 % of the episodes).
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().to_str().unwrap();
-    let o = pucl(&["suite", "--seed", "2", "--per-class", "10", "--out", dir]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let d = suite("2", "10");
     let name = "suite2_3D_03";
-    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
-    let (task, demos, m) = (path("yaml"), path("csv"), path("json"));
-    let (_, v) = learn_and_eval(
-        task.to_str().unwrap(),
-        demos.to_str().unwrap(),
-        m.to_str().unwrap(),
-        "0",
-    );
+    let (_, _, v) = learn_and_eval_suite_task(d.path(), name, "0");
     assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }

@@ -1091,6 +1091,36 @@ mod tests {
         }
     }
 
+    /// Drive the modulated DS towards `goal` from `x` (control period 0.01 s) for up to `steps` steps,
+    /// stopping within `reached` of the goal (0: never), asserting that no step enters the sphere.
+    /// Returns the steps taken and the final position.
+    fn drive(
+        f: &Sphere,
+        cfg: &DsmConfig,
+        mut x: [f64; 3],
+        goal: [f64; 3],
+        steps: usize,
+        reached: f64,
+    ) -> (usize, [f64; 3]) {
+        let h = 0.01;
+        let mut s = ModulationScratch::default();
+        for taken in 0..steps {
+            if (0..3).map(|k| (x[k] - goal[k]).powi(2)).sum::<f64>() < reached * reached {
+                return (taken, x);
+            }
+            let mut v = [goal[0] - x[0], goal[1] - x[1], goal[2] - x[2]];
+            safe_velocity(f, &x, &mut v, cfg, Some(h), &mut s).unwrap();
+            for k in 0..3 {
+                x[k] += h * v[k];
+            }
+            assert!(
+                f.logit_grad(&x, &mut [0.0; 3], &mut s.net) >= 0.0,
+                "entered at {x:?}"
+            );
+        }
+        (steps, x)
+    }
+
     #[test]
     fn saddle_escape_slides_around_an_obstacle_dead_ahead_instead_of_stalling() {
         // The goal is straight behind a sphere: without the escape the modulated DS stalls in front of it.
@@ -1107,20 +1137,8 @@ mod tests {
                 saddle_escape: escape,
                 ..DsmConfig::default()
             };
-            let (goal, h) = ([1.0, 0.0, 0.0], 0.01);
-            let mut x = [-0.8, 0.0, 0.0];
-            let mut s = ModulationScratch::default();
-            for _ in 0..2000 {
-                let mut v = [goal[0] - x[0], goal[1] - x[1], goal[2] - x[2]];
-                safe_velocity(&f, &x, &mut v, &cfg, Some(h), &mut s).unwrap();
-                for k in 0..3 {
-                    x[k] += h * v[k];
-                }
-                assert!(
-                    f.logit_grad(&x, &mut [0.0; 3], &mut s.net) >= 0.0,
-                    "entered at {x:?}"
-                );
-            }
+            let goal = [1.0, 0.0, 0.0];
+            let (_, x) = drive(&f, &cfg, [-0.8, 0.0, 0.0], goal, 2000, 0.0);
             (x[0] - goal[0]).abs() + x[1].abs() + x[2].abs()
         };
         assert!(run(false) > 1.0, "expected the plain modulation to stall");
@@ -1142,20 +1160,7 @@ mod tests {
             safety_margin: 0.01,
             ..DsmConfig::default()
         };
-        let (goal, h): ([f64; 3], f64) = ([1.0, 0.0, 0.0], 0.01);
-        let mut x = [0.0, 0.03, 0.0];
-        let mut s = ModulationScratch::default();
-        let mut steps = 0;
-        while steps < 1000 && (0..3).map(|k| (x[k] - goal[k]).powi(2)).sum::<f64>() > 1e-4 {
-            let mut v = [goal[0] - x[0], goal[1] - x[1], goal[2] - x[2]];
-            safe_velocity(&f, &x, &mut v, &cfg, Some(h), &mut s).unwrap();
-            for k in 0..3 {
-                x[k] += h * v[k];
-            }
-            let logit = f.logit_grad(&x, &mut [0.0; 3], &mut s.net);
-            assert!(logit >= 0.0, "entered at {x:?}");
-            steps += 1;
-        }
+        let (steps, x) = drive(&f, &cfg, [0.0, 0.03, 0.0], [1.0, 0.0, 0.0], 1000, 0.01);
         assert!(steps < 1000, "stalled at {x:?}");
     }
 
