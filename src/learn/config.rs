@@ -106,6 +106,16 @@ pub struct LearnConfig {
     /// took. Position constraints ignore it. Absent from model files written before it existed: off.
     #[serde(default)]
     pub support_prior: bool,
+    /// Proposals per demonstration from states along it (besides its start), each compared with the
+    /// rest of that demonstration: an expert's path is optimal from every state on it, so a shorter
+    /// way from there that leaves the demonstrations probes what they went around. Absent from model
+    /// files written before it existed: none.
+    #[serde(default)]
+    pub suffix_starts: usize,
+    /// A proposal from a state along a demonstration counts only if its way to the goal is shorter
+    /// than the rest of the demonstration by this many d_r (see `suffix_starts`).
+    #[serde(default)]
+    pub suffix_shortcut: f64,
     /// Reliable infeasible identification.
     pub identify: IdentifyConfig,
     pub policy_filter: PolicyFilter,

@@ -105,11 +105,7 @@ pub fn learn(
     let prior_infeasible = support_prior_points(task, demos, cfg, seed);
     let starts = demos.start_states();
     let mut sim = Simulator::new(task);
-    let demo_returns: Vec<f64> = demos
-        .demos
-        .iter()
-        .map(|x| replay_return(&mut sim, &x.states, &x.actions))
-        .collect();
+    let probes = probe_starts(&mut sim, demos, cfg);
     let mut net = initial_zeta(&demo_points, cfg, seed);
     let mut adam = Adam::new(net.params.len(), cfg.lr, cfg.adam_eps);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
@@ -126,11 +122,12 @@ pub fn learn(
             iteration: it,
             trained,
         };
-        // Policy: adapt to the current zeta, then roll out from every demonstration start.
+        // Policy: adapt to the current zeta, then roll out from every demonstration start (and, with
+        // suffix_starts, from states along the demonstrations).
         let policy_stats = policy.improve(task, &starts, &zeta)?;
-        let rollouts = roll_out(&mut *policy, &mut sim, &starts, &zeta, &mut rng)?;
+        let rollouts = roll_out(&mut *policy, &mut sim, &probes, &zeta, &mut rng)?;
         // Policy filter: keep the rollouts that beat their demonstration's return.
-        let kept = policy_filter(rollouts, &demo_returns, &zeta, cfg, &*labeller);
+        let kept = policy_filter(rollouts, &probes, &zeta, cfg, &*labeller);
         // Identify the reliable infeasible states R.
         let reliable_infeasible = labeller.identify(&demo_points, &kept, &memory_buffer)?;
         let data = TrainingData {
@@ -148,7 +145,7 @@ pub fn learn(
         }
         let stats =
             IterationStats::new(it, task, &net, &kept, &reliable_infeasible, &memory_buffer).with(
-                starts.len() * policy.rollouts_per_start(),
+                probes.len() * policy.rollouts_per_start(),
                 loss,
                 policy_stats,
                 ti,
@@ -180,6 +177,77 @@ pub fn learn(
         stop_reason,
         policy: policy.into_policy(),
     })
+}
+
+/// A state the policy proposes from, and what a proposal from there must beat.
+pub struct ProbeStart {
+    pub state: Vec<f64>,
+    /// The return of the demonstration (or of its rest) from this state.
+    pub demo_return: f64,
+    /// The longest way to the goal a proposal may take (a shortcut, for a state along a
+    /// demonstration; unbounded for a demonstration's start).
+    pub max_way: f64,
+}
+
+/// Where the policy proposes from: every demonstration's start, and with `suffix_starts` (DSM, position
+/// constraints) that many states evenly spaced along it. A proposal from a state along a demonstration
+/// must beat the rest of it and also be shorter by `suffix_shortcut` d_r: expert demonstrations take
+/// small detours (a DS expert's curves), and without the bar every straighter way through free space
+/// beside them would be labelled infeasible.
+fn probe_starts(sim: &mut Simulator, demos: &DemoSet, cfg: &LearnConfig) -> Vec<ProbeStart> {
+    // Position constraints only: a velocity constraint's probes are commands, which the star and
+    // support priors already spread over the demonstrated range.
+    let task = sim.task();
+    let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
+    let extra = if cfg.policy == PolicyKind::Dsm && position {
+        cfg.suffix_starts
+    } else {
+        0
+    };
+    let shortcut = cfg.suffix_shortcut * cfg.identify.d_r.unwrap_or(0.0);
+    let (n, m) = (demos.state_dim(), demos.action_dim());
+    let mut out = Vec::new();
+    for (i, demo) in demos.demos.iter().enumerate() {
+        let len = demo.len(n);
+        let mut at: Vec<usize> = (0..=extra).map(|j| j * len / (extra + 1)).collect();
+        at.dedup();
+        for t in at.into_iter().filter(|&t| t == 0 || t + 1 < len) {
+            let rest = &demo.states[t * n..];
+            let max_way = if t == 0 {
+                f64::INFINITY
+            } else {
+                way_to_goal(task, rest, &rest[rest.len() - n..]) - shortcut
+            };
+            out.push(ProbeStart {
+                state: demos.state(i, t).to_vec(),
+                demo_return: replay_return(sim, rest, &demo.actions[t * m..]),
+                max_way,
+            });
+        }
+    }
+    out
+}
+
+/// The length of the path through `states` (rows) to `last`, plus the distance left from there to the
+/// goal, in the task's position coordinates.
+fn way_to_goal(task: &Task, states: &[f64], last: &[f64]) -> f64 {
+    let n = task.state_dim();
+    let pos = |s: &[f64]| -> Vec<f64> { task.position_idx.iter().map(|&i| s[i]).collect() };
+    let dist = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).powi(2))
+            .sum::<f64>()
+            .sqrt()
+    };
+    let mut way = 0.0;
+    let mut prev = pos(&states[..n]);
+    for s in states.chunks_exact(n).skip(1).chain(std::iter::once(last)) {
+        let p = pos(s);
+        way += dist(&prev, &p);
+        prev = p;
+    }
+    way + dist(&prev, task.goal())
 }
 
 /// Stop when no rollout gave a reliable infeasible state yet, or (if configured) when R stopped
@@ -411,13 +479,15 @@ pub struct Rollout {
     pub start: usize,
     pub points: Points,
     pub episode_return: f64,
+    /// Its way to the goal ([`way_to_goal`]).
+    pub way: f64,
 }
 
 /// The policy's proposals from every demonstration start, in start order.
 fn roll_out(
     policy: &mut dyn Proposer,
     sim: &mut Simulator,
-    starts: &[Vec<f64>],
+    starts: &[ProbeStart],
     zeta: &Zeta,
     rng: &mut ChaCha8Rng,
 ) -> Result<Vec<Rollout>> {
@@ -427,11 +497,18 @@ fn roll_out(
     let mut out = Vec::with_capacity(starts.len() * per_start);
     for (i, s0) in starts.iter().enumerate() {
         for k in 0..per_start {
-            policy.propose(sim, s0, k, zeta, rng, &mut traj)?;
+            policy.propose(sim, &s0.state, k, zeta, rng, &mut traj)?;
+            // Only a proposal from along a demonstration is held to a way.
+            let way = if s0.max_way.is_finite() && !traj.states.is_empty() {
+                way_to_goal(task, &traj.states, &traj.final_state)
+            } else {
+                0.0
+            };
             out.push(Rollout {
                 start: i,
                 points: feature_points(task, &traj),
                 episode_return: traj.episode_return,
+                way,
             });
         }
     }
@@ -439,11 +516,12 @@ fn roll_out(
 }
 
 /// The policy filter: keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the
-/// same start and at most `max_mean_cost` of its states are learned-infeasible. Labellers that take
-/// every rollout (BC, MECL) skip it.
+/// same start (for a start along a demonstration: its rest, and the way must be a shortcut), and at
+/// most `max_mean_cost` of its states are learned-infeasible. Labellers that take every rollout (BC,
+/// MECL) skip it.
 fn policy_filter(
     rollouts: Vec<Rollout>,
-    demo_returns: &[f64],
+    probes: &[ProbeStart],
     zeta: &Zeta,
     cfg: &LearnConfig,
     labeller: &dyn Labeller,
@@ -451,7 +529,8 @@ fn policy_filter(
     let f = &cfg.policy_filter;
     let mut scratch = Scratch::default();
     let mut passes = |r: &Rollout| {
-        if (1.0 - f.delta) * r.episode_return < demo_returns[r.start] {
+        let probe = &probes[r.start];
+        if (1.0 - f.delta) * r.episode_return < probe.demo_return || r.way > probe.max_way {
             return false;
         }
         // Only a rollout that beats its demonstration needs zeta on every state.
@@ -597,5 +676,65 @@ mod tests {
             DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
         let cfg = LearnConfig::for_task(task.name(), None).unwrap();
         assert!(support_prior_points(&task, &demos, &cfg, 0).is_empty());
+    }
+
+    #[test]
+    fn suffix_starts_lie_on_their_demonstration_and_must_shortcut_the_rest_of_it() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos =
+            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
+        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let mut sim = Simulator::new(&task);
+        cfg.suffix_starts = 3;
+        cfg.suffix_shortcut = 0.5;
+        let d_r = cfg.identify.d_r.unwrap();
+        let probes = probe_starts(&mut sim, &demos, &cfg);
+        assert_eq!(probes.len(), 4 * demos.len());
+        let (n, m) = (demos.state_dim(), demos.action_dim());
+        for (i, demo) in demos.demos.iter().enumerate() {
+            let len = demo.len(n);
+            for j in 0..4 {
+                let (p, t) = (&probes[4 * i + j], j * len / 4);
+                assert_eq!(p.state, demos.state(i, t), "demo {i}, start {j}");
+                let rest = &demo.states[t * n..];
+                let r = replay_return(&mut sim, rest, &demo.actions[t * m..]);
+                assert_eq!(p.demo_return, r);
+                if j == 0 {
+                    assert_eq!(p.max_way, f64::INFINITY);
+                } else {
+                    // The rest of the demonstration is at least as long as the straight line to the goal.
+                    let straight = (0..3)
+                        .map(|k| (rest[k] - task.goal()[k]).powi(2))
+                        .sum::<f64>()
+                        .sqrt();
+                    assert!(p.max_way + 0.5 * d_r >= straight - 1e-12);
+                    assert!(p.max_way < straight + 0.2, "{} vs {straight}", p.max_way);
+                }
+            }
+        }
+        // CRL-PUCL proposes from the starts alone, as the reference.
+        cfg.policy = PolicyKind::Crl;
+        let probes = probe_starts(&mut sim, &demos, &cfg);
+        let starts: Vec<Vec<f64>> = probes.iter().map(|p| p.state.clone()).collect();
+        assert_eq!(starts, demos.start_states());
+    }
+
+    #[test]
+    fn the_way_to_the_goal_is_the_path_plus_what_is_left() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let g = task.goal().to_vec();
+        // Two steps of 3 cm and 4 cm, ending 5 cm from the goal.
+        let states = [
+            g[0] - 0.05,
+            g[1] + 0.04,
+            g[2],
+            g[0] - 0.05,
+            g[1] + 0.01,
+            g[2],
+        ];
+        let last = [g[0] - 0.05, g[1] + 0.01, g[2] + 0.04];
+        let want = 0.03 + 0.04 + (0.05f64.powi(2) + 0.01f64.powi(2) + 0.04f64.powi(2)).sqrt();
+        assert!((way_to_goal(&task, &states, &last) - want).abs() < 1e-12);
     }
 }
