@@ -129,6 +129,10 @@ pub struct LearnConfig {
     pub gpucl: GpuclConfig,
 }
 
+/// More states along a demonstration than this would be most of its rows (and multiply learning
+/// time as much).
+const MAX_SUFFIX_STARTS: usize = 100;
+
 fn unbounded() -> usize {
     usize::MAX
 }
@@ -317,6 +321,15 @@ impl LearnConfig {
             return Err("epochs and batch_size must be at least 1".into());
         }
         self.identify.validate()?;
+        if self.suffix_starts > MAX_SUFFIX_STARTS {
+            return Err(format!(
+                "suffix_starts must be at most {MAX_SUFFIX_STARTS}, got {}",
+                self.suffix_starts
+            ));
+        }
+        if !(self.suffix_shortcut.is_finite() && self.suffix_shortcut >= 0.0) {
+            return Err("suffix_shortcut must be a finite number >= 0".into());
+        }
         let f = &self.policy_filter;
         if !(f.delta.is_finite() && (0.0..1.0).contains(&f.delta)) {
             return Err(format!(
@@ -376,6 +389,8 @@ mod tests {
             ("hidden: []\n", "hidden"),
             ("identify: {d_r: null, percentile: 120.0}\n", "percentile"),
             ("dsm: {rho: 0.0}\n", "rho"),
+            ("suffix_starts: 18446744073709551615\n", "suffix_starts"),
+            ("suffix_shortcut: .nan\n", "suffix_shortcut"),
         ] {
             std::fs::write(&p, text).unwrap();
             let e = LearnConfig::for_task("reach_obstacle_3d", Some(&p))

@@ -231,23 +231,28 @@ fn probe_starts(sim: &mut Simulator, demos: &DemoSet, cfg: &LearnConfig) -> Vec<
 /// The length of the path through `states` (rows) to `last`, plus the distance left from there to the
 /// goal, in the task's position coordinates.
 fn way_to_goal(task: &Task, states: &[f64], last: &[f64]) -> f64 {
-    let n = task.state_dim();
-    let pos = |s: &[f64]| -> Vec<f64> { task.position_idx.iter().map(|&i| s[i]).collect() };
-    let dist = |a: &[f64], b: &[f64]| {
-        a.iter()
-            .zip(b)
-            .map(|(x, y)| (x - y).powi(2))
+    let idx = &task.position_idx;
+    let step = |a: &[f64], b: &[f64]| {
+        idx.iter()
+            .map(|&i| (a[i] - b[i]).powi(2))
             .sum::<f64>()
             .sqrt()
     };
-    let mut way = 0.0;
-    let mut prev = pos(&states[..n]);
-    for s in states.chunks_exact(n).skip(1).chain(std::iter::once(last)) {
-        let p = pos(s);
-        way += dist(&prev, &p);
-        prev = p;
-    }
-    way + dist(&prev, task.goal())
+    let rows = states
+        .chunks_exact(task.state_dim())
+        .chain(std::iter::once(last));
+    let path: f64 = rows
+        .clone()
+        .zip(rows.skip(1))
+        .map(|(a, b)| step(a, b))
+        .sum();
+    let left = idx
+        .iter()
+        .zip(task.goal())
+        .map(|(&i, g)| (last[i] - g).powi(2))
+        .sum::<f64>()
+        .sqrt();
+    path + left
 }
 
 /// Stop when no rollout gave a reliable infeasible state yet, or (if configured) when R stopped
