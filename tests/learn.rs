@@ -592,3 +592,37 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
     assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }
+
+#[test]
+fn a_goal_that_training_made_infeasible_joins_the_demonstrations_and_is_reached() {
+    // A generated 3-D task (suite seed 3) whose goal lies 1.5 cm from a box face. Rollouts that run
+    // straight at the goal through the box were labelled infeasible right up to it, and zeta covered
+    // the goal (about 1e-5): no episode reached it. The goal is feasible by definition, so it joins D.
+    let d = suite("3", "10");
+    let name = "suite3_3D_01";
+    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
+    for seed in ["0", "1"] {
+        let m = d.path().join(format!("{name}.{seed}.json"));
+        let (log, v) = learn_and_eval(
+            path("yaml").to_str().unwrap(),
+            path("csv").to_str().unwrap(),
+            m.to_str().unwrap(),
+            seed,
+        );
+        assert!(log.contains("the goal joined"), "{name} seed {seed}: {log}");
+        assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
+        assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
+        let o = pucl(&[
+            "query",
+            "--model",
+            m.to_str().unwrap(),
+            "--json",
+            "0.68",
+            "0",
+            "0.04",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let q: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        assert_eq!(q["feasible"][0].as_bool(), Some(true), "{name}: {q}");
+    }
+}

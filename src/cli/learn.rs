@@ -104,6 +104,15 @@ fn show_progress(bar: &ProgressBar, st: &IterationStats) {
         (Some(r), Some(c), Some(nu)) => format!(", policy return {r:.2} cost {c:.3} nu {nu:.3}"),
         _ => String::new(),
     };
+    if st.goal_joined {
+        // Said once, above the bar (or as its own line without a terminal).
+        bar.suspend(|| {
+            eprintln!(
+                "iteration {}: the training made the goal infeasible; the goal joined the demonstrated states and zeta trained again",
+                st.iteration
+            )
+        });
+    }
     bar.set_message(format!(
         "|R| {} |M| {} loss {:.4} IoU {:.3}{crl}",
         st.reliable_infeasible, st.memory_buffer, st.loss, st.iou

@@ -116,6 +116,10 @@ pub struct LearnConfig {
     /// than the rest of the demonstration by this many d_r (see `suffix_starts`).
     #[serde(default)]
     pub suffix_shortcut: f64,
+    /// Position constraints: when an iteration's training makes the task's goal infeasible, the goal
+    /// joins D (once) and zeta trains again. Absent from model files written before it existed: off.
+    #[serde(default)]
+    pub goal_feasible: bool,
     /// Reliable infeasible identification.
     pub identify: IdentifyConfig,
     pub policy_filter: PolicyFilter,

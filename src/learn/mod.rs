@@ -65,6 +65,9 @@ pub struct IterationStats {
     pub policy_cost: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nu: Option<f64>,
+    /// This iteration's training covered the task's goal, and the goal joined D (`goal_feasible`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub goal_joined: bool,
 }
 
 /// A number that JSON wrote as null because it was NaN.
@@ -101,7 +104,8 @@ pub fn learn(
 ) -> Result<Learned> {
     let t0 = Instant::now();
     let task = &learning_task(task, demos, cfg)?;
-    let demo_points = demonstrated_points(task, demos, cfg);
+    let mut demo_points = demonstrated_points(task, demos, cfg);
+    let mut goal_to_join = goal_feature(task, cfg);
     let prior_infeasible = support_prior_points(task, demos, cfg, seed);
     let starts = demos.start_states();
     let mut sim = Simulator::new(task);
@@ -138,7 +142,25 @@ pub fn learn(
             rollouts: &kept,
         };
         // Train zeta on D (feasible) against R and the memory buffer M (infeasible); save R into M.
-        let loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
+        let mut loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
+        // The goal is feasible by definition. Where the training covered it (infeasible states
+        // around a goal that the demonstrations approach from one side), it joins D and zeta
+        // trains again; a model whose goal stayed feasible is untouched.
+        let goal_joined = loss.is_finite()
+            && goal_to_join
+                .take_if(|g| net.zeta(g, &mut Scratch::default()) < 0.5)
+                .map(|g| demo_points.push(&g))
+                .is_some();
+        if goal_joined {
+            let data = TrainingData {
+                demos: &demo_points,
+                reliable_infeasible: &reliable_infeasible,
+                memory_buffer: &memory_buffer,
+                prior_infeasible: &prior_infeasible,
+                rollouts: &kept,
+            };
+            loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
+        }
         trained |= loss.is_finite();
         if labeller.keeps_memory_buffer() {
             memory_buffer.extend(&reliable_infeasible);
@@ -150,6 +172,10 @@ pub fn learn(
                 policy_stats,
                 ti,
             );
+        let stats = IterationStats {
+            goal_joined,
+            ..stats
+        };
         let go_on = on_iteration(&stats);
         history.push(stats);
         if !go_on {
@@ -177,6 +203,15 @@ pub fn learn(
         stop_reason,
         policy: policy.into_policy(),
     })
+}
+
+/// The task's goal as a feature point, when `goal_feasible` is on and the constraint is on positions
+/// (a velocity constraint's goal is no command).
+fn goal_feature(task: &Task, cfg: &LearnConfig) -> Option<Vec<f64>> {
+    let goal = &task.spec.goal;
+    let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
+    (cfg.goal_feasible && position && !goal.is_none() && goal.position.len() == task.feature_dim())
+        .then(|| goal.position.clone())
 }
 
 /// A state the policy proposes from, and what a proposal from there must beat.
@@ -594,6 +629,7 @@ impl IterationStats {
             policy_return: None,
             policy_cost: None,
             nu: None,
+            goal_joined: false,
         }
     }
 
