@@ -208,10 +208,10 @@ pub fn learn(
 /// The task's goal as a feature point, when `goal_feasible` is on and the constraint is on positions
 /// (a velocity constraint's goal is no command).
 fn goal_feature(task: &Task, cfg: &LearnConfig) -> Option<Vec<f64>> {
-    let goal = &task.spec.goal;
     let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
-    (cfg.goal_feasible && position && !goal.is_none() && goal.position.len() == task.feature_dim())
-        .then(|| goal.position.clone())
+    (cfg.goal_feasible && position)
+        .then(|| task.goal_features())
+        .flatten()
 }
 
 /// A state the policy proposes from, and what a proposal from there must beat.

@@ -184,6 +184,23 @@ impl Task {
         s
     }
 
+    /// The goal as a constraint input, when every feature reads a position component (a velocity
+    /// constraint's or a velocity state's value at the goal is not given by the goal).
+    pub fn goal_features(&self) -> Option<Vec<f64>> {
+        let goal = &self.spec.goal;
+        let on_position = self.features.iter().all(|f| match f {
+            Feature::State(i) => self.position_idx.contains(i),
+            Feature::Action(_) => false,
+        });
+        if goal.is_none() || goal.position.len() != self.position_idx.len() || !on_position {
+            return None;
+        }
+        let state = self.start_state(&goal.position);
+        let mut out = vec![0.0; self.feature_dim()];
+        self.features_into(&state, &vec![0.0; self.action_dim()], &mut out);
+        Some(out)
+    }
+
     /// The task's starts as full states.
     pub fn start_states(&self) -> Vec<Vec<f64>> {
         self.spec
@@ -219,6 +236,28 @@ mod tests {
             let t = Task::load(name).unwrap();
             assert_eq!(t.name(), *name);
         }
+    }
+
+    #[test]
+    fn the_goal_is_a_constraint_input_only_for_position_constraints() {
+        let goal = |name: &str| Task::load(name).unwrap().goal_features();
+        assert_eq!(goal("reach_obstacle_3d"), Some(vec![0.68, 0.0, 0.04]));
+        assert_eq!(goal("point_ellipse_2d"), Some(vec![0.0, 0.0]));
+        // The velocity task's constraint reads the command, which the goal does not give.
+        assert_eq!(goal("reach_velocity_3d"), None);
+        // The goal is mapped through the feature map, not copied: inputs in another order.
+        let text = std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("config/tasks/reach_obstacle_3d.yaml"),
+        )
+        .unwrap();
+        let reordered = text.replace("constraint_input: [x, y, z]", "constraint_input: [z, x, y]");
+        assert_ne!(
+            reordered, text,
+            "the task file's constraint_input line changed"
+        );
+        let t = Task::from_yaml(&reordered, std::path::Path::new("reordered.yaml")).unwrap();
+        assert_eq!(t.goal_features(), Some(vec![0.04, 0.68, 0.0]));
     }
 
     #[test]
