@@ -626,3 +626,83 @@ fn a_goal_that_training_made_infeasible_joins_the_demonstrations_and_is_reached(
         assert_eq!(q["feasible"][0].as_bool(), Some(true), "{name}: {q}");
     }
 }
+
+#[test]
+fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() {
+    let m = model_3d().to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--task",
+            "reach_obstacle_3d",
+            "--model",
+            m,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = pucl(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+    };
+    let (dsm, filtered) = (run(&[]), run(&["--filter"]));
+    assert_eq!(filtered["unsafe_rate"].as_f64(), Some(0.0), "{filtered}");
+    assert!(
+        filtered["goal_reached"].as_f64().unwrap() >= 0.95,
+        "{filtered}"
+    );
+    // The same model and grid, other episodes: a P-controller at 0.25 m/s, not the DSM policy.
+    assert_eq!(filtered["iou"], dsm["iou"]);
+    assert_ne!(filtered["mean_return"], dsm["mean_return"]);
+    // A slower controller gets there too.
+    let slow = run(&["--filter", "--speed", "0.1"]);
+    assert!(slow["goal_reached"].as_f64().unwrap() >= 0.95, "{slow}");
+    assert_ne!(slow["mean_return"], filtered["mean_return"]);
+    fails_with(
+        &[
+            "eval",
+            "--task",
+            "reach_obstacle_3d",
+            "--model",
+            m,
+            "--filter",
+            "--speed=-1",
+        ],
+        &["speed"],
+    );
+    fails_with(
+        &[
+            "eval",
+            "--task",
+            "reach_obstacle_3d",
+            "--model",
+            m,
+            "--filter",
+            "--policy",
+            "p.json",
+        ],
+        &["--policy", "--filter"],
+    );
+}
+
+#[test]
+fn eval_with_the_filter_refuses_a_task_without_a_three_dimensional_position() {
+    let d = tempfile::tempdir().unwrap();
+    let m = d.path().join("ellipses.json");
+    let (_, _) = learn_and_eval(
+        "point_ellipse_2d",
+        &reference("point_ellipse_2d.csv"),
+        m.to_str().unwrap(),
+        "0",
+    );
+    fails_with(
+        &[
+            "eval",
+            "--task",
+            "point_ellipse_2d",
+            "--model",
+            m.to_str().unwrap(),
+            "--filter",
+        ],
+        &["3-D position", "2-D"],
+    );
+}

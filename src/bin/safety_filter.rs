@@ -4,7 +4,7 @@
 //! `/diagnostics` and in the log. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
 //! and a changed model file reload the model. Angular velocity passes unchanged.
 use futures::StreamExt;
-use pucl::deploy::filter::{FilterConfig, SafetyFilter, Status};
+use pucl::deploy::filter::{FilterConfig, NODE_TAIL_EFFECT, SafetyFilter, Status};
 use pucl::deploy::model::ConstraintModel;
 use pucl::ros::params::{self, LiveParameters};
 use pucl::ros::{self, ERROR, OK, WARN, param_bool, param_f64, param_string};
@@ -138,7 +138,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         tail_effect: Some(param_bool(
             &node,
             "tail_effect",
-            false,
+            NODE_TAIL_EFFECT,
             "also modulate commands moving away from the learned obstacle",
         )),
         safety_margin: {

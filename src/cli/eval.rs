@@ -2,10 +2,11 @@
 //! goal-reached rate of its DSM policy (or of a CRL policy file).
 use anyhow::Result;
 use clap::Args;
+use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::modulation::PolicySpace;
-use pucl::report::evaluate::{evaluate, evaluate_policy};
+use pucl::report::evaluate::{evaluate, evaluate_filtered, evaluate_policy};
 use pucl::task::Task;
 use std::path::PathBuf;
 
@@ -29,8 +30,16 @@ pub struct EvalArgs {
     #[arg(long)]
     show_violations: bool,
     /// A CRL policy file (`pucl learn --policy crl --policy-out`): its episodes give the unsafe rate.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "filter")]
     policy: Option<PathBuf>,
+    /// Run the episodes as the model is deployed: a P-controller drives towards the goal at up to
+    /// --speed and the safety filter (the node's defaults: star-shaped hulls, the model's margin)
+    /// modulates its command. 3-D position tasks.
+    #[arg(long)]
+    filter: bool,
+    /// With --filter: the nominal controller's top speed (m/s), as scripts/loop.py drives.
+    #[arg(long, default_value_t = 0.25, requires = "filter")]
+    speed: f64,
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
@@ -59,6 +68,18 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 &m.starts,
                 episodes,
                 a.seed,
+            )?
+        }
+        None if a.filter => {
+            let starts = m.starts.clone();
+            evaluate_filtered(
+                &task,
+                std::sync::Arc::new(m),
+                FilterConfig::node_defaults(),
+                &starts,
+                episodes,
+                a.seed,
+                a.speed,
             )?
         }
         None => {

@@ -47,6 +47,20 @@ pub struct FilterConfig {
     pub saddle_escape: bool,
 }
 
+/// The safety_filter node's `tail_effect` default: commands moving away from the learned obstacle pass
+/// unchanged (a controller's retreat is never slowed).
+pub const NODE_TAIL_EFFECT: bool = false;
+
+impl FilterConfig {
+    /// The settings the safety_filter node starts with when no parameter overrides them.
+    pub fn node_defaults() -> Self {
+        FilterConfig {
+            tail_effect: Some(NODE_TAIL_EFFECT),
+            ..FilterConfig::default()
+        }
+    }
+}
+
 impl Default for FilterConfig {
     fn default() -> Self {
         FilterConfig {

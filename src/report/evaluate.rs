@@ -1,5 +1,7 @@
 //! Evaluation of a learned constraint against the task's truth: the network as a classifier on the
 //! task's grid, and episodes of the policy that uses it (the unsafe rate beside goal reaching).
+use crate::deploy::filter::{FilterConfig, SafetyFilter};
+use crate::deploy::model::ConstraintModel;
 use crate::error::{Error, Result};
 use crate::learn::Learned;
 use crate::learn::network::Mlp;
@@ -197,6 +199,81 @@ pub fn evaluate(
         let mut t = Trajectory::with_capacity(task);
         let mut policy = DsmPolicy::new(task, Some(net), dsm).map_err(Error::Invalid)?;
         sim.rollout(&s, &mut policy, &mut t);
+        trajs.push(t);
+    }
+    Ok(Evaluation::of(c, &trajs))
+}
+
+/// The nominal controller of [`evaluate_filtered`]: a P-controller towards the goal with this gain
+/// (1/s), its speed capped at the given one, as `scripts/loop.py` drives the arm over ROS.
+const NOMINAL_GAIN: f64 = 2.0;
+
+/// Episodes as the model is deployed: from the evaluation starts, a P-controller commands a twist
+/// towards the task's goal at up to `speed` (m/s), and the safety filter (`filter`, e.g. the node's
+/// defaults) turns it into the command the arm executes. The filter needs a 3-D position.
+#[allow(clippy::too_many_arguments)]
+pub fn evaluate_filtered(
+    task: &Task,
+    model: Arc<ConstraintModel>,
+    filter: FilterConfig,
+    starts: &[Vec<f64>],
+    episodes: usize,
+    seed: u64,
+    speed: f64,
+) -> Result<Evaluation> {
+    if starts.is_empty() || episodes == 0 {
+        return Err(Error::Invalid(
+            "evaluation needs at least one start and one episode".into(),
+        ));
+    }
+    if task.position_idx.len() != 3 || task.action_dim() != 3 || task.spec.goal.is_none() {
+        return Err(Error::Invalid(format!(
+            "the safety filter drives a 3-D position towards a goal; task '{}' has a {}-D position{}",
+            task.name(),
+            task.position_idx.len(),
+            if task.spec.goal.is_none() {
+                " and no goal"
+            } else {
+                ""
+            }
+        )));
+    }
+    if !(speed.is_finite() && speed > 0.0) {
+        return Err(Error::Invalid(format!(
+            "the nominal speed must be a positive number of m/s, got {speed}"
+        )));
+    }
+    let c = grid_metrics(task, &model.network, model.threshold);
+    let mut safety = SafetyFilter::new(filter);
+    safety.set_model(model).map_err(Error::Invalid)?;
+    let (dt, scale) = (task.spec.dynamics.dt, task.spec.dynamics.velocity_scale);
+    let goal = task.spec.goal.position.clone();
+    // One clock over all episodes: every input is fresh when the filter reads it.
+    let mut now = 0.0;
+    let mut sim = Simulator::new(task);
+    let mut trajs = Vec::with_capacity(episodes);
+    for s in episode_starts(task, starts, episodes, seed) {
+        let mut t = Trajectory::with_capacity(task);
+        let mut drive = |state: &[f64], action: &mut [f64]| {
+            let p = task.position_of(state);
+            let mut v: Vec<f64> = goal
+                .iter()
+                .zip(&p)
+                .map(|(g, x)| NOMINAL_GAIN * (g - x))
+                .collect();
+            let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            if n > speed {
+                v.iter_mut().for_each(|c| *c *= speed / n);
+            }
+            safety.set_pose(now, [p[0], p[1], p[2]]);
+            safety.set_command(now, [v[0], v[1], v[2], 0.0, 0.0, 0.0]);
+            let out = safety.output(now);
+            for (a, v) in action.iter_mut().zip(&out.twist[..3]) {
+                *a = v / scale;
+            }
+            now += dt;
+        };
+        sim.rollout(&s, &mut drive, &mut t);
         trajs.push(t);
     }
     Ok(Evaluation::of(c, &trajs))
