@@ -9,6 +9,7 @@
 //! - [`policy`]: the policies that use zeta: DS modulation, star-shaped reference points, CRL (PPO).
 //! - [`deploy`]: the model file and the safety filter.
 //! - [`report`]: metrics, evaluation and pictures.
+//! - [`geometry`]: Euclidean norm and distance on slices.
 //! - `ros` (feature `ros`): thin adapters for the nodes in `src/bin/`.
 //!
 //! The `pucl` binary (`src/main.rs`, one module per command in `src/cli/`) and the ROS nodes are thin
@@ -16,6 +17,7 @@
 pub mod demos;
 pub mod deploy;
 pub mod error;
+pub mod geometry;
 pub mod learn;
 pub mod policy;
 pub mod report;

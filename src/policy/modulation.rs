@@ -328,12 +328,7 @@ fn modulate_with(
     let (l1, lt) = (1.0 - 1.0 / g, 1.0 + 1.0 / g);
     // r: from the reference point to x (pointing out of the obstacle), or the normal itself.
     if let Some(rp) = reference {
-        let rn = x
-            .iter()
-            .zip(rp)
-            .map(|(a, b)| (a - b).powi(2))
-            .sum::<f64>()
-            .sqrt();
+        let rn = crate::geometry::distance(x, rp);
         if rn > 0.0 {
             let nr: f64 = (0..x.len()).map(|k| n(k) * (x[k] - rp[k]) / rn).sum();
             // r must not be (nearly) tangent to the boundary, else E is singular: fall back to n.
@@ -709,12 +704,7 @@ pub fn project_velocity(
         a.iter_mut().for_each(|c| *c = 0.0);
         return false;
     }
-    let length = a
-        .iter()
-        .zip(reference)
-        .map(|(c, r)| (c - r) * (c - r))
-        .sum::<f64>()
-        .sqrt();
+    let length = crate::geometry::distance(a, reference);
     if !length.is_finite() || d > 16 {
         a.iter_mut().for_each(|c| *c = 0.0);
         return false;

@@ -261,7 +261,7 @@ pub fn evaluate_filtered(
                 .zip(&p)
                 .map(|(g, x)| NOMINAL_GAIN * (g - x))
                 .collect();
-            let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            let n = crate::geometry::norm(&v);
             if n > speed {
                 v.iter_mut().for_each(|c| *c *= speed / n);
             }

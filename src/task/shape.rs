@@ -1,6 +1,7 @@
 //! Geometric primitives of a task's TRUE constraint (and of regions the dynamics block): ellipsoid,
 //! vertical cylinder, box, per-axis velocity limits, half-space (a wall in any dimension). They live in the constraint's feature space
 //! psi(s, a). Only simulation, expert demonstrations and evaluation use them, never the learner.
+use crate::geometry::norm;
 use nalgebra::{DMatrix, Rotation2, Rotation3};
 use serde::{Deserialize, Serialize};
 
@@ -538,10 +539,6 @@ impl Shape {
         }
         (lo, hi)
     }
-}
-
-fn norm(v: &[f64]) -> f64 {
-    v.iter().map(|x| x * x).sum::<f64>().sqrt()
 }
 
 /// Coordinate k of x in the primitive's own frame (axes stored row-major, columns = directions).

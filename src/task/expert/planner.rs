@@ -165,12 +165,7 @@ impl Planner {
     }
 
     pub(super) fn segment_clear(&self, a: &[f64], b: &[f64]) -> bool {
-        let len = a
-            .iter()
-            .zip(b)
-            .map(|(p, q)| (p - q).powi(2))
-            .sum::<f64>()
-            .sqrt();
+        let len = crate::geometry::distance(a, b);
         let n = (len / (SAMPLE_STEP * self.res)).ceil().max(1.0) as usize;
         let mut x = vec![0.0; a.len()];
         // The end points are checked by the caller (a start may lie closer than the samples' bound).

@@ -7,13 +7,7 @@ impl Planner {
     /// between its neighbours as far as the path stays clear, and shortcut again. Removes the grid's
     /// kinks so the path is taut against the margin.
     pub(super) fn tighten(&self, pts: Vec<Vec<f64>>) -> Vec<Vec<f64>> {
-        let dist = |a: &[f64], b: &[f64]| {
-            a.iter()
-                .zip(b)
-                .map(|(p, q)| (p - q).powi(2))
-                .sum::<f64>()
-                .sqrt()
-        };
+        let dist = crate::geometry::distance;
         let mut pts = pts;
         for _round in 0..3 {
             // Subdivide long segments so the path can bend smoothly around curved obstacles.
