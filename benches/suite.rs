@@ -2,7 +2,9 @@
 //! learn settings a new task file gets (no per-task file), several learning seeds. Prints per class
 //! (2-D, 3-D, velocity) the median and the worst task of IoU, recall, unsafe rate and goal reached,
 //! and for velocity tasks what predicting "all infeasible" would score on the same grid; draws the
-//! learned against the true constraint of a sample of tasks.
+//! learned against the true constraint of a sample of tasks. For 3-D tasks also the unsafe and
+//! goal-reached rates of the same episodes run as deployed (`pucl eval --filter`: a P-controller
+//! through the safety filter).
 //!
 //! `cargo bench --bench suite -- [--seed S] [--per-class N] [--learn-seeds K] [--class C] [--png FILE]`
 //! (defaults: suite seed 1, 10 tasks per class, learning seeds 0..3, every class (C: 2-D, 3-D or
@@ -11,16 +13,22 @@
 //! `cargo bench --bench suite -- --renamed [--learn-seeds K]` learns the built-in tasks under new
 //! names from the reference demonstrations instead, so they get derived settings too.
 use pucl::demos::DemoSet;
+use pucl::deploy::filter::FilterConfig;
+use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::{Mlp, Scratch};
 use pucl::learn::{LearnConfig, learn};
-use pucl::report::evaluate::evaluate_learned;
+use pucl::report::evaluate::{evaluate_filtered, evaluate_learned};
 use pucl::report::metrics::for_each_grid_point;
 use pucl::report::plot::{Scene, Series};
 use pucl::task::Task;
 use pucl::task::suite::{SuiteTask, TaskClass, generate};
 use std::cell::RefCell;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Instant;
+
+/// The nominal controller's top speed for the filter's episodes (m/s), as `pucl eval --filter`.
+const FILTER_SPEED: f64 = 0.25;
 
 /// One task's results, medians over the learning seeds.
 struct TaskResult {
@@ -30,6 +38,9 @@ struct TaskResult {
     recall: f64,
     unsafe_pct: f64,
     goal_pct: f64,
+    /// 3-D tasks: the same episodes through the safety filter (NaN for other classes).
+    filter_unsafe_pct: f64,
+    filter_goal_pct: f64,
     /// Learning runs that ended with nothing learned (no model: their unsafe and goal-reached rates
     /// are not defined and are left out of the medians).
     failed: usize,
@@ -48,6 +59,15 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
             }
         },
         None => default,
+    }
+}
+
+/// A number with `digits` decimals, "-" when it is not defined (NaN).
+fn or_dash(v: f64, digits: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.digits$}")
+    } else {
+        "-".into()
     }
 }
 
@@ -79,6 +99,7 @@ fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) 
         LearnConfig::for_task_data(task, demos, None, None).expect("settings for a new task");
     let (mut iou, mut recall, mut uns, mut goal, mut secs) =
         (vec![], vec![], vec![], vec![], vec![]);
+    let (mut f_uns, mut f_goal) = (vec![], vec![]);
     let mut failed = 0;
     for seed in 0..seeds {
         let t0 = Instant::now();
@@ -90,6 +111,22 @@ fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) 
                 recall.push(e.recall);
                 uns.push(100.0 * e.unsafe_rate);
                 goal.push(100.0 * e.goal_reached);
+                if t.class == TaskClass::Spatial {
+                    let model = ConstraintModel::from_learned(task, demos, &cfg, seed, &l);
+                    let starts = model.starts.clone();
+                    let f = evaluate_filtered(
+                        task,
+                        Arc::new(model),
+                        FilterConfig::node_defaults(),
+                        &starts,
+                        task.spec.evaluation.episodes,
+                        seed,
+                        FILTER_SPEED,
+                    )
+                    .expect("filter evaluation");
+                    f_uns.push(100.0 * f.unsafe_rate);
+                    f_goal.push(100.0 * f.goal_reached);
+                }
                 if keep.is_none() {
                     *keep = Some(l.net);
                 }
@@ -109,6 +146,8 @@ fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) 
         recall: median(recall),
         unsafe_pct: median(uns),
         goal_pct: median(goal),
+        filter_unsafe_pct: median(f_uns),
+        filter_goal_pct: median(f_goal),
         failed,
         all_infeasible_iou: all_infeasible_iou(task),
         seconds: median(secs),
@@ -214,15 +253,49 @@ fn main() {
             median(col(&|r| r.seconds)),
         );
     }
+    let filtered: Vec<&TaskResult> = results
+        .iter()
+        .filter(|r| r.filter_unsafe_pct.is_finite())
+        .collect();
+    if !filtered.is_empty() {
+        let v = |f: &dyn Fn(&TaskResult) -> f64| filtered.iter().map(|r| f(r)).collect::<Vec<_>>();
+        let (u, g) = (v(&|r| r.filter_unsafe_pct), v(&|r| r.filter_goal_pct));
+        println!();
+        println!(
+            "3-D tasks, the same episodes through the safety filter (a P-controller at up to {FILTER_SPEED} m/s, the node's defaults):"
+        );
+        println!();
+        println!(
+            "| class | tasks | filter unsafe % median (worst) | filter goal reached % median (worst) |"
+        );
+        println!("|---|---|---|---|");
+        println!(
+            "| 3-D | {} | {:.2} ({:.2}) | {:.1} ({:.1}) |",
+            filtered.len(),
+            median(u.clone()),
+            u.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            median(g.clone()),
+            g.iter().cloned().fold(f64::INFINITY, f64::min),
+        );
+    }
     println!();
     println!("Per task (median over seeds):");
     println!();
-    println!("| task | IoU | recall | unsafe % | goal reached % | learned nothing |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| task | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | learned nothing |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!(
-            "| {} | {:.3} | {:.3} | {:.2} | {:.1} | {} |",
-            r.name, r.iou, r.recall, r.unsafe_pct, r.goal_pct, r.failed
+            "| {} | {:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} |",
+            r.name,
+            r.iou,
+            r.recall,
+            r.unsafe_pct,
+            r.goal_pct,
+            or_dash(r.filter_unsafe_pct, 2),
+            or_dash(r.filter_goal_pct, 1),
+            r.failed
         );
     }
     // The picture: learned zeta of the first learning seed against the true boundary.
@@ -269,8 +342,10 @@ fn renamed(seeds: u64) {
         "Renamed built-in tasks, reference demonstrations, derived settings; median over learning seeds 0..{seeds}"
     );
     println!();
-    println!("| task | derived d_r | IoU | recall | unsafe % | goal reached % | learned nothing |");
-    println!("|---|---|---|---|---|---|---|");
+    println!(
+        "| task | derived d_r | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | learned nothing |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
     for (name, csv, class) in [
         (
             "reach_obstacle_3d",
@@ -304,13 +379,15 @@ fn renamed(seeds: u64) {
         };
         let r = run_task(&t, &demos, seeds, &mut None);
         println!(
-            "| {} | {:.4} | {:.3} | {:.3} | {:.2} | {:.1} | {} of {seeds} |",
+            "| {} | {:.4} | {:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} of {seeds} |",
             r.name,
             cfg.identify.d_r.unwrap_or(f64::NAN),
             r.iou,
             r.recall,
             r.unsafe_pct,
             r.goal_pct,
+            or_dash(r.filter_unsafe_pct, 2),
+            or_dash(r.filter_goal_pct, 1),
             r.failed
         );
     }

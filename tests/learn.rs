@@ -653,6 +653,18 @@ fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() 
     // The same model and grid, other episodes: a P-controller at 0.25 m/s, not the DSM policy.
     assert_eq!(filtered["iou"], dsm["iou"]);
     assert_ne!(filtered["mean_return"], dsm["mean_return"]);
+    // Around zeta's level sets instead of the hulls: the cylinder is convex, so that gets there too.
+    let level_sets = run(&["--filter", "--no-hulls"]);
+    assert!(
+        level_sets["goal_reached"].as_f64().unwrap() >= 0.95,
+        "{level_sets}"
+    );
+    assert_eq!(
+        level_sets["unsafe_rate"].as_f64(),
+        Some(0.0),
+        "{level_sets}"
+    );
+    assert_ne!(level_sets["mean_return"], filtered["mean_return"]);
     // A slower controller gets there too.
     let slow = run(&["--filter", "--speed", "0.1"]);
     assert!(slow["goal_reached"].as_f64().unwrap() >= 0.95, "{slow}");

@@ -40,6 +40,10 @@ pub struct EvalArgs {
     /// With --filter: the nominal controller's top speed (m/s), as scripts/loop.py drives.
     #[arg(long, default_value_t = 0.25, requires = "filter")]
     speed: f64,
+    /// With --filter: modulate around zeta's level sets instead of the star-shaped hulls of the
+    /// learned obstacles (the node's `auto_reference: false`).
+    #[arg(long, requires = "filter")]
+    no_hulls: bool,
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
@@ -75,7 +79,10 @@ pub fn run(a: EvalArgs) -> Result<()> {
             evaluate_filtered(
                 &task,
                 std::sync::Arc::new(m),
-                FilterConfig::node_defaults(),
+                FilterConfig {
+                    auto_reference: !a.no_hulls,
+                    ..FilterConfig::node_defaults()
+                },
                 &starts,
                 episodes,
                 a.seed,
