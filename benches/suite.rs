@@ -62,6 +62,19 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
     }
 }
 
+/// A task's IoU, recall, unsafe %, goal reached % and the filter's two rates, as table cells.
+fn metric_cells(r: &TaskResult) -> String {
+    format!(
+        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {}",
+        r.iou,
+        r.recall,
+        r.unsafe_pct,
+        r.goal_pct,
+        or_dash(r.filter_unsafe_pct, 2),
+        or_dash(r.filter_goal_pct, 1)
+    )
+}
+
 /// A number with `digits` decimals, "-" when it is not defined (NaN).
 fn or_dash(v: f64, digits: usize) -> String {
     if v.is_finite() {
@@ -286,17 +299,7 @@ fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|");
     for r in &results {
-        println!(
-            "| {} | {:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} |",
-            r.name,
-            r.iou,
-            r.recall,
-            r.unsafe_pct,
-            r.goal_pct,
-            or_dash(r.filter_unsafe_pct, 2),
-            or_dash(r.filter_goal_pct, 1),
-            r.failed
-        );
+        println!("| {} | {} | {} |", r.name, metric_cells(r), r.failed);
     }
     // The picture: learned zeta of the first learning seed against the true boundary.
     let scratches: Vec<RefCell<Scratch>> = pictures.iter().map(|_| RefCell::default()).collect();
@@ -379,15 +382,10 @@ fn renamed(seeds: u64) {
         };
         let r = run_task(&t, &demos, seeds, &mut None);
         println!(
-            "| {} | {:.4} | {:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} of {seeds} |",
+            "| {} | {:.4} | {} | {} of {seeds} |",
             r.name,
             cfg.identify.d_r.unwrap_or(f64::NAN),
-            r.iou,
-            r.recall,
-            r.unsafe_pct,
-            r.goal_pct,
-            or_dash(r.filter_unsafe_pct, 2),
-            or_dash(r.filter_goal_pct, 1),
+            metric_cells(&r),
             r.failed
         );
     }

@@ -669,31 +669,21 @@ fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() 
     let slow = run(&["--filter", "--speed", "0.1"]);
     assert!(slow["goal_reached"].as_f64().unwrap() >= 0.95, "{slow}");
     assert_ne!(slow["mean_return"], filtered["mean_return"]);
-    fails_with(
-        &[
+    for (extra, expected) in [
+        (&["--speed=-1"][..], &["speed"][..]),
+        (&["--policy", "p.json"], &["--policy", "--filter"]),
+    ] {
+        let mut args = vec![
             "eval",
             "--task",
             "reach_obstacle_3d",
             "--model",
             m,
             "--filter",
-            "--speed=-1",
-        ],
-        &["speed"],
-    );
-    fails_with(
-        &[
-            "eval",
-            "--task",
-            "reach_obstacle_3d",
-            "--model",
-            m,
-            "--filter",
-            "--policy",
-            "p.json",
-        ],
-        &["--policy", "--filter"],
-    );
+        ];
+        args.extend_from_slice(extra);
+        fails_with(&args, expected);
+    }
 }
 
 #[test]

@@ -152,6 +152,7 @@ pub fn learn(
                 .map(|g| demo_points.push(&g))
                 .is_some();
         if goal_joined {
+            // A new view of D: the first one borrowed D while the goal was pushed into it.
             let data = TrainingData {
                 demos: &demo_points,
                 reliable_infeasible: &reliable_infeasible,
@@ -205,13 +206,10 @@ pub fn learn(
     })
 }
 
-/// The task's goal as a feature point, when `goal_feasible` is on and the constraint is on positions
-/// (a velocity constraint's goal is no command).
+/// The task's goal as a feature point, when `goal_feasible` is on and the constraint reads positions
+/// only (a velocity constraint's goal is no command: [`Task::goal_features`]).
 fn goal_feature(task: &Task, cfg: &LearnConfig) -> Option<Vec<f64>> {
-    let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
-    (cfg.goal_feasible && position)
-        .then(|| task.goal_features())
-        .flatten()
+    cfg.goal_feasible.then(|| task.goal_features()).flatten()
 }
 
 /// A state the policy proposes from, and what a proposal from there must beat.

@@ -151,6 +151,16 @@ pub fn episode_starts(
         .collect()
 }
 
+/// Evaluation episodes need a start and a number of them.
+fn need_episodes(starts: &[Vec<f64>], episodes: usize) -> Result<()> {
+    if starts.is_empty() || episodes == 0 {
+        return Err(Error::Invalid(
+            "evaluation needs at least one start and one episode".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// A network on the grid (or the evaluation states), with the unsafe rate and goal reaching of a
 /// CRL policy's mean action from the evaluation starts.
 pub fn evaluate_policy(
@@ -162,11 +172,7 @@ pub fn evaluate_policy(
     episodes: usize,
     seed: u64,
 ) -> Result<Evaluation> {
-    if starts.is_empty() || episodes == 0 {
-        return Err(Error::Invalid(
-            "evaluation needs at least one start and one episode".into(),
-        ));
-    }
+    need_episodes(starts, episodes)?;
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
@@ -187,11 +193,7 @@ pub fn evaluate(
     episodes: usize,
     seed: u64,
 ) -> Result<Evaluation> {
-    if starts.is_empty() || episodes == 0 {
-        return Err(Error::Invalid(
-            "evaluation needs at least one start and one episode".into(),
-        ));
-    }
+    need_episodes(starts, episodes)?;
     let c = grid_metrics(task, net, threshold);
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
@@ -211,7 +213,6 @@ const NOMINAL_GAIN: f64 = 2.0;
 /// Episodes as the model is deployed: from the evaluation starts, a P-controller commands a twist
 /// towards the task's goal at up to `speed` (m/s), and the safety filter (`filter`, e.g. the node's
 /// defaults) turns it into the command the arm executes. The filter needs a 3-D position.
-#[allow(clippy::too_many_arguments)]
 pub fn evaluate_filtered(
     task: &Task,
     model: Arc<ConstraintModel>,
@@ -221,11 +222,7 @@ pub fn evaluate_filtered(
     seed: u64,
     speed: f64,
 ) -> Result<Evaluation> {
-    if starts.is_empty() || episodes == 0 {
-        return Err(Error::Invalid(
-            "evaluation needs at least one start and one episode".into(),
-        ));
-    }
+    need_episodes(starts, episodes)?;
     if task.position_idx.len() != 3 || task.action_dim() != 3 || task.spec.goal.is_none() {
         return Err(Error::Invalid(format!(
             "the safety filter drives a 3-D position towards a goal; task '{}' has a {}-D position{}",
