@@ -356,14 +356,15 @@ impl SafetyFilter {
             if let Some(r) = &self.config.reference_point {
                 dsm.reference_point = Some(r.clone());
             }
-            let star = if dsm.reference_point.is_none() && self.config.auto_reference {
-                self.references.star(&model, &pos, &mut self.scratch.net)
-            } else {
-                None
-            };
             if let Some(m) = self.config.safety_margin {
                 dsm.safety_margin = m;
             }
+            let star = if dsm.reference_point.is_none() && self.config.auto_reference {
+                self.references
+                    .star(&model, &pos, dsm.safety_margin, &mut self.scratch.net)
+            } else {
+                None
+            };
             dsm.saddle_escape = self.config.saddle_escape;
             dsm.leave_inside = true;
             dsm.swept_lookahead = true;
@@ -700,7 +701,7 @@ mod tests {
         let mut s = crate::learn::network::Scratch::default();
         for (x, y) in [(0.42, 0.0), (0.55, 0.12), (0.55, -0.12), (0.68, 0.03)] {
             let p = [x, y, 0.06];
-            let st = refs.star(&m, &p, &mut s).unwrap();
+            let st = refs.star(&m, &p, 0.0, &mut s).unwrap();
             assert!(
                 (st.reference[2] - 0.06).abs() < 1e-12,
                 "level with x: {st:?}"
@@ -729,7 +730,7 @@ mod tests {
         let mut last: Option<f64> = None;
         for k in 0..=720 {
             let a = k as f64 * std::f64::consts::TAU / 720.0;
-            let Some(st) = refs.star(&m, &around(a, 0.3), &mut s) else {
+            let Some(st) = refs.star(&m, &around(a, 0.3), 0.0, &mut s) else {
                 continue;
             };
             // Continuous: no jump between rays half a degree apart.

@@ -204,10 +204,22 @@ impl ReferencePoints {
     /// the network's zeta: so the modelled obstacle is the star-shaped hull of the learned one and
     /// covers it. With an axis, the hull is read from its table (continuous; see [`Hull`]). None
     /// without a learned obstacle, at r itself, or where no ray meets it (above a column's top).
-    pub fn star(&self, model: &ConstraintModel, x: &[f64], scratch: &mut Scratch) -> Option<Star> {
+    ///
+    /// `margin` (feature units) is the safety margin the caller keeps. Across the axis the caller
+    /// widens the hull along the rays itself; along the axis a table's hull is widened here, by
+    /// taking at each level the largest radius within `margin` of it: otherwise nothing kept the
+    /// margin above or below a learned obstacle, and runs passing under a learned box whose bottom
+    /// sat a few millimetres too high entered the true box (a generated task, 8-12 % of steps).
+    pub fn star(
+        &self,
+        model: &ConstraintModel,
+        x: &[f64],
+        margin: f64,
+        scratch: &mut Scratch,
+    ) -> Option<Star> {
         let id = self.nearest_region(x)?;
         if let Some(Some(hull)) = self.hulls.get(id) {
-            return hull.star(x);
+            return hull.star(x, margin);
         }
         let r = self.reference(id, x)?;
         let dist = x
@@ -434,9 +446,33 @@ impl Hull {
         (r, dr_da, dr_dt)
     }
 
+    /// R at (level t, angle a) widened along the axis: the largest R within `margin` of level t
+    /// (sampled at half the row spacing and at both ends), with the derivatives of the row it
+    /// came from. A maximum of continuous functions, so still continuous.
+    fn lookup_widened(&self, t: f64, a: f64, margin: f64) -> (f64, f64, f64) {
+        let mut best = self.lookup(t, a);
+        if !(margin > 0.0 && margin.is_finite()) {
+            return best;
+        }
+        let n = (2.0 * margin / self.dt)
+            .ceil()
+            .min(4.0 * Self::LEVELS as f64) as usize;
+        for i in 0..=n {
+            let offset = margin * (i as f64 / n as f64);
+            for s in [t - offset, t + offset] {
+                let here = self.lookup(s, a);
+                if here.0 > best.0 {
+                    best = here;
+                }
+            }
+        }
+        best
+    }
+
     /// The hull at x: ratio |x - r| / R and the hull surface's normal (into the obstacle), from
-    /// f(x) = rho - R(angle, level) with rho the distance from the axis.
-    fn star(&self, x: &[f64]) -> Option<Star> {
+    /// f(x) = rho - R(angle, level) with rho the distance from the axis; R widened by `margin`
+    /// along the axis (see [`Self::lookup_widened`]).
+    fn star(&self, x: &[f64], margin: f64) -> Option<Star> {
         let d: [f64; 3] = std::array::from_fn(|i| x[i] - self.origin[i]);
         let t: f64 = (0..3).map(|i| d[i] * self.axis[i]).sum();
         let (c1, c2) = (
@@ -448,7 +484,7 @@ impl Hull {
             return None;
         }
         let a = c2.atan2(c1);
-        let (radius, dr_da, dr_dt) = self.lookup(t, a);
+        let (radius, dr_da, dr_dt) = self.lookup_widened(t, a, margin);
         if radius.is_nan() || radius <= 1e-6 {
             return None;
         }
@@ -518,6 +554,47 @@ mod tests {
         let p = r.nearest(&[0.9, 0.5]).unwrap();
         let radius = (p[0] - 0.5).hypot(p[1] - 0.5);
         assert!((0.2..0.32).contains(&radius) && p[0] > 0.45, "{p:?}");
+    }
+
+    /// A hull around the vertical axis through the origin: a column of radius 0.1 from level 0.5 up.
+    fn column_from_half_way_up() -> Hull {
+        let dt = 1.0 / (Hull::LEVELS - 1) as f64;
+        Hull {
+            origin: vec![0.0; 3],
+            axis: vec![0.0, 0.0, 1.0],
+            e1: vec![1.0, 0.0, 0.0],
+            e2: vec![0.0, 1.0, 0.0],
+            t0: 0.0,
+            dt,
+            radius: (0..Hull::LEVELS)
+                .map(|l| vec![if l as f64 * dt >= 0.5 { 0.1 } else { 0.0 }; Hull::ANGLES])
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn the_margin_widens_a_hull_along_its_axis_so_the_robot_keeps_it_below_an_obstacle_too() {
+        let hull = column_from_half_way_up();
+        // 0.1 below the column's bottom: no obstacle without a margin, inside the hull with one.
+        let below = [0.05, 0.0, 0.4];
+        assert!(hull.star(&below, 0.0).is_none());
+        let st = hull
+            .star(&below, 0.12)
+            .expect("the widened hull reaches below the bottom");
+        assert!(st.ratio < 1.0 && (st.radius - 0.1).abs() < 1e-9, "{st:?}");
+        assert!(
+            hull.star(&[0.05, 0.0, 0.3], 0.12).is_none(),
+            "beyond the margin"
+        );
+        // Continuous along the axis: no jump between levels a thousandth apart.
+        let radius = |z: f64| hull.star(&[0.05, 0.0, z], 0.12).map_or(0.0, |s| s.radius);
+        for k in 0..1000 {
+            let z = k as f64 / 1000.0;
+            assert!(
+                (radius(z + 0.001) - radius(z)).abs() < 0.01,
+                "R jumps at {z}"
+            );
+        }
     }
 
     #[test]
