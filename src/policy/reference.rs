@@ -446,24 +446,33 @@ impl Hull {
         (r, dr_da, dr_dt)
     }
 
-    /// R at (level t, angle a) widened along the axis: the largest R within `margin` of level t
-    /// (sampled at half the row spacing and at both ends), with the derivatives of the row it
-    /// came from. A maximum of continuous functions, so still continuous.
+    /// R at (level t, angle a) widened along the axis: the largest R within `margin` of level t,
+    /// with its derivatives there. R is linear in the level between rows, so the largest value over
+    /// [t - margin, t + margin] is at an end or at a row inside: exact, and continuous in t.
     fn lookup_widened(&self, t: f64, a: f64, margin: f64) -> (f64, f64, f64) {
         let mut best = self.lookup(t, a);
         if !(margin > 0.0 && margin.is_finite()) {
             return best;
         }
-        let n = (2.0 * margin / self.dt)
-            .ceil()
-            .min(4.0 * Self::LEVELS as f64) as usize;
-        for i in 0..=n {
-            let offset = margin * (i as f64 / n as f64);
-            for s in [t - offset, t + offset] {
-                let here = self.lookup(s, a);
-                if here.0 > best.0 {
-                    best = here;
-                }
+        for s in [t - margin, t + margin] {
+            let here = self.lookup(s, a);
+            if here.0 > best.0 {
+                best = here;
+            }
+        }
+        let step = std::f64::consts::TAU / Self::ANGLES as f64;
+        let fa = a.rem_euclid(std::f64::consts::TAU) / step;
+        let a0 = (fa.floor() as usize) % Self::ANGLES;
+        let a1 = (a0 + 1) % Self::ANGLES;
+        let wa = fa - fa.floor();
+        let last = (Self::LEVELS - 1) as f64;
+        let lo = ((t - margin - self.t0) / self.dt).ceil().clamp(0.0, last) as usize;
+        let hi = ((t + margin - self.t0) / self.dt).floor().clamp(0.0, last) as usize;
+        for row in &self.radius[lo..=hi.max(lo)] {
+            let r = row[a0] * (1.0 - wa) + row[a1] * wa;
+            if r > best.0 {
+                // A row's maximum along the level is flat there.
+                best = (r, (row[a1] - row[a0]) / step, 0.0);
             }
         }
         best
