@@ -4,7 +4,7 @@
 //! and for velocity tasks what predicting "all infeasible" would score on the same grid; draws the
 //! learned against the true constraint of a sample of tasks. For 3-D tasks also the unsafe and
 //! goal-reached rates of the same episodes run as deployed (`pucl eval --filter`: a P-controller
-//! through the safety filter).
+//! through the safety filter), and how many models' goals no run through the filter can reach.
 //!
 //! `cargo bench --bench suite -- [--seed S] [--per-class N] [--learn-seeds K] [--class C] [--png FILE]`
 //! (defaults: suite seed 1, 10 tasks per class, learning seeds 0..3, every class (C: 2-D, 3-D or
@@ -41,6 +41,9 @@ struct TaskResult {
     /// 3-D tasks: the same episodes through the safety filter (NaN for other classes).
     filter_unsafe_pct: f64,
     filter_goal_pct: f64,
+    /// 3-D tasks: models whose goal no run through the filter can reach (inside the learned
+    /// obstacle or within its margin; `pucl eval --filter` warns of it).
+    filter_goal_blocked: usize,
     /// Learning runs that ended with nothing learned (no model: their unsafe and goal-reached rates
     /// are not defined and are left out of the medians).
     failed: usize,
@@ -62,16 +65,23 @@ fn arg<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
     }
 }
 
-/// A task's IoU, recall, unsafe %, goal reached % and the filter's two rates, as table cells.
+/// A task's IoU, recall, unsafe %, goal reached %, the filter's two rates and its blocked goals,
+/// as table cells.
 fn metric_cells(r: &TaskResult) -> String {
+    let filtered = r.filter_unsafe_pct.is_finite();
     format!(
-        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {}",
+        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {}",
         r.iou,
         r.recall,
         r.unsafe_pct,
         r.goal_pct,
         or_dash(r.filter_unsafe_pct, 2),
-        or_dash(r.filter_goal_pct, 1)
+        or_dash(r.filter_goal_pct, 1),
+        if filtered {
+            r.filter_goal_blocked.to_string()
+        } else {
+            "-".into()
+        }
     )
 }
 
@@ -112,7 +122,7 @@ fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) 
         LearnConfig::for_task_data(task, demos, None, None).expect("settings for a new task");
     let (mut iou, mut recall, mut uns, mut goal, mut secs) =
         (vec![], vec![], vec![], vec![], vec![]);
-    let (mut f_uns, mut f_goal) = (vec![], vec![]);
+    let (mut f_uns, mut f_goal, mut f_blocked) = (vec![], vec![], 0);
     let mut failed = 0;
     for seed in 0..seeds {
         let t0 = Instant::now();
@@ -139,6 +149,7 @@ fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) 
                     .expect("filter evaluation");
                     f_uns.push(100.0 * f.unsafe_rate);
                     f_goal.push(100.0 * f.goal_reached);
+                    f_blocked += usize::from(f.goal_blocked.is_some());
                 }
                 if keep.is_none() {
                     *keep = Some(l.net);
@@ -161,6 +172,7 @@ fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) 
         goal_pct: median(goal),
         filter_unsafe_pct: median(f_uns),
         filter_goal_pct: median(f_goal),
+        filter_goal_blocked: f_blocked,
         failed,
         all_infeasible_iou: all_infeasible_iou(task),
         seconds: median(secs),
@@ -279,25 +291,30 @@ fn main() {
         );
         println!();
         println!(
-            "| class | tasks | filter unsafe % median (worst) | filter goal reached % median (worst) |"
+            "| class | tasks | filter unsafe % median (worst) | filter goal reached % median (worst) | models whose goal the filter blocks |"
         );
-        println!("|---|---|---|---|");
+        println!("|---|---|---|---|---|");
         println!(
-            "| 3-D | {} | {:.2} ({:.2}) | {:.1} ({:.1}) |",
+            "| 3-D | {} | {:.2} ({:.2}) | {:.1} ({:.1}) | {} of {} |",
             filtered.len(),
             median(u.clone()),
             u.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
             median(g.clone()),
             g.iter().cloned().fold(f64::INFINITY, f64::min),
+            filtered
+                .iter()
+                .map(|r| r.filter_goal_blocked)
+                .sum::<usize>(),
+            filtered.len() as u64 * seeds,
         );
     }
     println!();
     println!("Per task (median over seeds):");
     println!();
     println!(
-        "| task | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | learned nothing |"
+        "| task | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
     );
-    println!("|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!("| {} | {} | {} |", r.name, metric_cells(r), r.failed);
     }
@@ -346,9 +363,9 @@ fn renamed(seeds: u64) {
     );
     println!();
     println!(
-        "| task | derived d_r | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | learned nothing |"
+        "| task | derived d_r | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for (name, csv, class) in [
         (
             "reach_obstacle_3d",

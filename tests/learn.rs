@@ -687,6 +687,41 @@ fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() 
 }
 
 #[test]
+fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learned_obstacle() {
+    let m = model_3d().to_str().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/reach_obstacle_3d.yaml");
+    let original = std::fs::read_to_string(builtin).unwrap();
+    let line = "goal: {position: [0.68, 0.0, 0.04], tolerance: 0.01}";
+    assert!(original.contains(line));
+    // The same task with its goal 1 cm beside the true cylinder, within the model's 2 cm margin.
+    let beside = d.path().join("reach_obstacle_3d.yaml");
+    std::fs::write(
+        &beside,
+        original.replace(
+            line,
+            "goal: {position: [0.55, 0.05, 0.04], tolerance: 0.01}",
+        ),
+    )
+    .unwrap();
+    let eval = |task: &str| {
+        let o = pucl(&["eval", "--task", task, "--model", m, "--filter", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        (stderr(&o), v["goal_reached"].as_f64().unwrap())
+    };
+    let (warned, reached) = eval(beside.to_str().unwrap());
+    assert!(
+        warned.contains("no run through the safety filter can reach the task's goal"),
+        "{warned}"
+    );
+    assert_eq!(reached, 0.0, "the warning is right: {warned}");
+    let (quiet, reached) = eval("reach_obstacle_3d");
+    assert!(!quiet.contains("can reach the task's goal"), "{quiet}");
+    assert!(reached >= 0.95);
+}
+
+#[test]
 fn eval_with_the_filter_refuses_a_task_without_a_three_dimensional_position() {
     let d = tempfile::tempdir().unwrap();
     let m = d.path().join("ellipses.json");

@@ -294,6 +294,53 @@ impl SafetyFilter {
         }
     }
 
+    /// Why no filtered motion can bring the robot to `position`, if none can (None: the model
+    /// does not keep it away, or there is no position model). Inside the learned obstacle, or
+    /// within the margin the filter keeps from it: around the star-shaped hulls no motion comes
+    /// closer within the grown hull, and around zeta's level sets the lookahead refuses steps
+    /// deeper into the margin. A goal there is a goal the filter stops short of, by design.
+    pub fn unreachable(&mut self, position: [f64; 3]) -> Option<String> {
+        let model = self.model.clone()?;
+        if model.constrains_command() || position.iter().any(|c| !c.is_finite()) {
+            return None;
+        }
+        let margin = self.config.safety_margin.unwrap_or(model.dsm.safety_margin);
+        let s = &mut self.scratch;
+        s.grad.resize(3, 0.0);
+        let logit = model
+            .network
+            .logit_and_grad(&position, &mut s.grad, &mut s.net);
+        let zeta = crate::learn::network::sigmoid(logit);
+        if zeta < model.threshold {
+            return Some(format!(
+                "it lies inside the learned obstacle (zeta {zeta:.3} < {})",
+                model.threshold
+            ));
+        }
+        let hulls = self.config.auto_reference
+            && self.config.reference_point.is_none()
+            && model.dsm.reference_point.is_none();
+        if hulls {
+            let star = self
+                .references
+                .star(&model, &position, margin, &mut s.net)?;
+            (star.margin_ratio(margin) < 1.0).then(|| {
+                format!(
+                    "it lies within the filter's margin ({margin:.4}) of the learned obstacle's \
+                     star-shaped hull, which no filtered motion enters"
+                )
+            })
+        } else {
+            let d = crate::policy::modulation::boundary_distance(logit, &s.grad);
+            (d < margin).then(|| {
+                format!(
+                    "it lies {d:.4} from the learned boundary by zeta's distance estimate, within \
+                     the filter's margin ({margin:.4}), deeper into which no filtered step goes"
+                )
+            })
+        }
+    }
+
     fn evaluate(&mut self, now: f64) -> Result<([f64; 6], Status), Status> {
         let (tc, cmd) = self.command.ok_or(Status::NoCommand)?;
         if cmd.iter().any(|v| !v.is_finite()) {
@@ -753,6 +800,44 @@ mod tests {
             }
         }
         assert!(last.is_some());
+    }
+
+    #[test]
+    fn a_goal_inside_or_within_the_margin_of_the_learned_obstacle_is_reported_unreachable() {
+        let m = cylinder();
+        let margin = m.dsm.safety_margin;
+        assert!(margin > 0.0);
+        let mut s = crate::learn::network::Scratch::default();
+        // The learned boundary along +y from the cylinder's axis, at z = 0.06.
+        let at = |y: f64| [0.55, y, 0.06];
+        let (mut lo, mut hi) = (0.0, 0.12);
+        assert!(m.network.zeta(&at(lo), &mut s) < 0.5 && m.network.zeta(&at(hi), &mut s) >= 0.5);
+        for _ in 0..40 {
+            let mid = 0.5 * (lo + hi);
+            if m.network.zeta(&at(mid), &mut s) < 0.5 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        for hulls in [true, false] {
+            let mut f = SafetyFilter::new(FilterConfig {
+                auto_reference: hulls,
+                ..FilterConfig::default()
+            });
+            assert_eq!(f.unreachable(at(0.0)), None, "no model, nothing to say");
+            f.set_model(m.clone()).unwrap();
+            let inside = f.unreachable(at(0.0)).expect("the axis is inside");
+            assert!(inside.contains("inside the learned obstacle"), "{inside}");
+            let near = f
+                .unreachable(at(hi + 0.4 * margin))
+                .expect("within the margin");
+            assert!(near.contains("margin"), "{near}");
+            // The task's goal and a point well beyond the margin are reachable.
+            assert_eq!(f.unreachable([0.68, 0.0, 0.04]), None, "hulls {hulls}");
+            assert_eq!(f.unreachable(at(hi + 3.0 * margin)), None, "hulls {hulls}");
+            assert_eq!(f.unreachable([f64::NAN, 0.0, 0.0]), None);
+        }
     }
 
     #[test]

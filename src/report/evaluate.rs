@@ -110,6 +110,9 @@ pub struct Evaluation {
     /// (episode, step, state) of the first violating step of each violating episode.
     #[serde(skip)]
     pub first_violations: Vec<(usize, usize, Vec<f64>)>,
+    /// Through the safety filter: why no filtered run can reach the goal, if none can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal_blocked: Option<String>,
 }
 
 /// The start of evaluation episode i: the given starts in turn; from the second pass on, positions
@@ -245,6 +248,7 @@ pub fn evaluate_filtered(
     safety.set_model(model).map_err(Error::Invalid)?;
     let (dt, scale) = (task.spec.dynamics.dt, task.spec.dynamics.velocity_scale);
     let goal = task.spec.goal.position.clone();
+    let goal_blocked = safety.unreachable([goal[0], goal[1], goal[2]]);
     // One clock over all episodes: every input is fresh when the filter reads it.
     let mut now = 0.0;
     let mut sim = Simulator::new(task);
@@ -273,7 +277,10 @@ pub fn evaluate_filtered(
         sim.rollout(&s, &mut drive, &mut t);
         trajs.push(t);
     }
-    Ok(Evaluation::of(c, &trajs))
+    Ok(Evaluation {
+        goal_blocked,
+        ..Evaluation::of(c, &trajs)
+    })
 }
 
 impl Evaluation {
@@ -302,6 +309,7 @@ impl Evaluation {
                         .map(|i| (e, i, t.state(i).to_vec()))
                 })
                 .collect(),
+            goal_blocked: None,
         }
     }
 }
