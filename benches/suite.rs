@@ -4,7 +4,8 @@
 //! and for velocity tasks what predicting "all infeasible" would score on the same grid; draws the
 //! learned against the true constraint of a sample of tasks. For 3-D tasks also the unsafe and
 //! goal-reached rates of the same episodes run as deployed (`pucl eval --filter`: a P-controller
-//! through the safety filter), and how many models' goals no run through the filter can reach.
+//! through the safety filter), and how many models' goals no run through the filter from outside
+//! its margin can reach.
 //!
 //! `cargo bench --bench suite -- [--seed S] [--per-class N] [--learn-seeds K] [--class C] [--png FILE]`
 //! (defaults: suite seed 1, 10 tasks per class, learning seeds 0..3, every class (C: 2-D, 3-D or
@@ -41,8 +42,8 @@ struct TaskResult {
     /// 3-D tasks: the same episodes through the safety filter (NaN for other classes).
     filter_unsafe_pct: f64,
     filter_goal_pct: f64,
-    /// 3-D tasks: models whose goal no run through the filter can reach (inside the learned
-    /// obstacle or within its margin; `pucl eval --filter` warns of it).
+    /// 3-D tasks: models whose goal no run through the filter from outside its margin can reach
+    /// (inside the learned obstacle or within its margin; `pucl eval --filter` warns of it).
     filter_goal_blocked: usize,
     /// Learning runs that ended with nothing learned (no model: their unsafe and goal-reached rates
     /// are not defined and are left out of the medians).

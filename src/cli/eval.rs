@@ -34,8 +34,9 @@ pub struct EvalArgs {
     policy: Option<PathBuf>,
     /// Run the episodes as the model is deployed: a P-controller drives towards the goal at up to
     /// --speed and the safety filter (the node's defaults: star-shaped hulls, the model's margin)
-    /// modulates its command. 3-D position tasks. Warns when no filtered run can reach the goal
-    /// (it lies inside the learned obstacle or within the filter's margin of it).
+    /// modulates its command. 3-D position tasks. Warns when no filtered run from outside the
+    /// filter's margin can reach the goal (it lies inside the learned obstacle or within the
+    /// margin of it).
     #[arg(long)]
     filter: bool,
     /// With --filter: the nominal controller's top speed (m/s), as scripts/loop.py drives.
@@ -110,7 +111,10 @@ pub fn run(a: EvalArgs) -> Result<()> {
     };
     if let Some(why) = &e.goal_blocked {
         // The goal-reached rate below then measures the model, not the filter's tuning.
-        eprintln!("warning: no run through the safety filter can reach the task's goal: {why}");
+        eprintln!(
+            "warning: no run through the safety filter that starts outside its margin can reach \
+             the task's goal: {why}"
+        );
     }
     if a.json {
         let v = serde_json::json!({

@@ -294,11 +294,12 @@ impl SafetyFilter {
         }
     }
 
-    /// Why no filtered motion can bring the robot to `position`, if none can (None: the model
-    /// does not keep it away, or there is no position model). Inside the learned obstacle, or
-    /// within the margin the filter keeps from it: around the star-shaped hulls no motion comes
-    /// closer within the grown hull, and around zeta's level sets the lookahead refuses steps
-    /// deeper into the margin. A goal there is a goal the filter stops short of, by design.
+    /// Why no filtered motion from outside the filter's margin can bring the robot to `position`,
+    /// if none can (None: the model does not keep it away, or there is no position model). Inside
+    /// the learned obstacle, or within the margin the filter keeps from it: around the star-shaped
+    /// hulls no motion comes closer within the grown hull, and around zeta's level sets the
+    /// lookahead refuses steps deeper into the margin. A goal there is a goal the filter stops
+    /// short of, by design (a robot already inside the margin may still get there).
     pub fn unreachable(&mut self, position: [f64; 3]) -> Option<String> {
         let model = self.model.clone()?;
         if model.constrains_command() || position.iter().any(|c| !c.is_finite()) {

@@ -248,7 +248,7 @@ pub fn evaluate_filtered(
     safety.set_model(model).map_err(Error::Invalid)?;
     let (dt, scale) = (task.spec.dynamics.dt, task.spec.dynamics.velocity_scale);
     let goal = task.spec.goal.position.clone();
-    let goal_blocked = safety.unreachable([goal[0], goal[1], goal[2]]);
+    let goal_blocked = goal_unreachable(&mut safety, &goal, task.spec.goal.tolerance);
     // One clock over all episodes: every input is fresh when the filter reads it.
     let mut now = 0.0;
     let mut sim = Simulator::new(task);
@@ -281,6 +281,29 @@ pub fn evaluate_filtered(
         goal_blocked,
         ..Evaluation::of(c, &trajs)
     })
+}
+
+/// Why no run through `safety` from outside its margin can come within `tolerance` of `goal`, if
+/// none can: the goal and
+/// points half and all of the tolerance from it in 26 directions are each unreachable
+/// ([`SafetyFilter::unreachable`]). A run reaches the goal anywhere within the tolerance, so one
+/// reachable point there is enough to say nothing.
+fn goal_unreachable(safety: &mut SafetyFilter, goal: &[f64], tolerance: f64) -> Option<String> {
+    let why = safety.unreachable([goal[0], goal[1], goal[2]])?;
+    for dir in 0..27usize {
+        let d = [dir % 3, dir / 3 % 3, dir / 9].map(|k| k as f64 - 1.0);
+        let n = crate::geometry::norm(&d);
+        if n == 0.0 {
+            continue;
+        }
+        for r in [0.5, 0.99] {
+            let p: [f64; 3] = std::array::from_fn(|k| goal[k] + r * tolerance * d[k] / n);
+            safety.unreachable(p)?;
+        }
+    }
+    Some(format!(
+        "{why}, and so does every point within the goal tolerance ({tolerance}) checked"
+    ))
 }
 
 impl Evaluation {
