@@ -294,6 +294,20 @@ impl SafetyFilter {
         }
     }
 
+    /// The safety margin the filter keeps from `model`'s learned boundary.
+    fn margin(&self, model: &ConstraintModel) -> f64 {
+        self.config.safety_margin.unwrap_or(model.dsm.safety_margin)
+    }
+
+    /// Whether the filter modulates around the star-shaped hulls of `model`'s learned obstacles
+    /// (no fixed reference point, from the configuration or the model): else around zeta's level
+    /// sets.
+    fn uses_hulls(&self, model: &ConstraintModel) -> bool {
+        self.config.auto_reference
+            && self.config.reference_point.is_none()
+            && model.dsm.reference_point.is_none()
+    }
+
     /// Why no filtered motion from outside the filter's margin can bring the robot to `position`,
     /// if none can (None: the model does not keep it away, or there is no position model). Inside
     /// the learned obstacle, or within the margin the filter keeps from it: around the star-shaped
@@ -305,7 +319,7 @@ impl SafetyFilter {
         if model.constrains_command() || position.iter().any(|c| !c.is_finite()) {
             return None;
         }
-        let margin = self.config.safety_margin.unwrap_or(model.dsm.safety_margin);
+        let (margin, hulls) = (self.margin(&model), self.uses_hulls(&model));
         let s = &mut self.scratch;
         s.grad.resize(3, 0.0);
         let logit = model
@@ -318,9 +332,6 @@ impl SafetyFilter {
                 model.threshold
             ));
         }
-        let hulls = self.config.auto_reference
-            && self.config.reference_point.is_none()
-            && model.dsm.reference_point.is_none();
         if hulls {
             let star = self
                 .references
@@ -372,7 +383,7 @@ impl SafetyFilter {
                 &mut a,
                 &reference,
                 &model.network,
-                self.config.safety_margin.unwrap_or(model.dsm.safety_margin),
+                self.margin(&model),
                 &mut self.scratch.net,
                 &mut self.trial,
             );
@@ -404,10 +415,8 @@ impl SafetyFilter {
             if let Some(r) = &self.config.reference_point {
                 dsm.reference_point = Some(r.clone());
             }
-            if let Some(m) = self.config.safety_margin {
-                dsm.safety_margin = m;
-            }
-            let star = if dsm.reference_point.is_none() && self.config.auto_reference {
+            dsm.safety_margin = self.margin(&model);
+            let star = if self.uses_hulls(&model) {
                 self.references
                     .star(&model, &pos, dsm.safety_margin, &mut self.scratch.net)
             } else {

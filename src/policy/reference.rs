@@ -422,24 +422,23 @@ impl Hull {
         })
     }
 
-    /// Bilinear R and its derivatives in angle and level at (level t, angle a).
-    fn lookup(&self, t: f64, a: f64) -> (f64, f64, f64) {
-        let fl = ((t - self.t0) / self.dt).clamp(0.0, (Self::LEVELS - 1) as f64);
-        let l0 = (fl.floor() as usize).min(Self::LEVELS - 2);
-        let wl = fl - l0 as f64;
+    /// Row `l` of the table at angle `a`: R, linear between the tabulated angles, and dR/da.
+    fn row(&self, l: usize, a: f64) -> (f64, f64) {
         let step = std::f64::consts::TAU / Self::ANGLES as f64;
         let fa = a.rem_euclid(std::f64::consts::TAU) / step;
         let a0 = (fa.floor() as usize) % Self::ANGLES;
         let a1 = (a0 + 1) % Self::ANGLES;
         let wa = fa - fa.floor();
-        let at = |l: usize, j: usize| self.radius[l][j];
-        let row = |l: usize| {
-            (
-                at(l, a0) * (1.0 - wa) + at(l, a1) * wa,
-                (at(l, a1) - at(l, a0)) / step,
-            )
-        };
-        let ((r0, d0), (r1, d1)) = (row(l0), row(l0 + 1));
+        let r = &self.radius[l];
+        (r[a0] * (1.0 - wa) + r[a1] * wa, (r[a1] - r[a0]) / step)
+    }
+
+    /// Bilinear R and its derivatives in angle and level at (level t, angle a).
+    fn lookup(&self, t: f64, a: f64) -> (f64, f64, f64) {
+        let fl = ((t - self.t0) / self.dt).clamp(0.0, (Self::LEVELS - 1) as f64);
+        let l0 = (fl.floor() as usize).min(Self::LEVELS - 2);
+        let wl = fl - l0 as f64;
+        let ((r0, d0), (r1, d1)) = (self.row(l0, a), self.row(l0 + 1, a));
         let r = r0 * (1.0 - wl) + r1 * wl;
         let dr_da = d0 * (1.0 - wl) + d1 * wl;
         let dr_dt = (r1 - r0) / self.dt;
@@ -460,19 +459,14 @@ impl Hull {
                 best = here;
             }
         }
-        let step = std::f64::consts::TAU / Self::ANGLES as f64;
-        let fa = a.rem_euclid(std::f64::consts::TAU) / step;
-        let a0 = (fa.floor() as usize) % Self::ANGLES;
-        let a1 = (a0 + 1) % Self::ANGLES;
-        let wa = fa - fa.floor();
         let last = (Self::LEVELS - 1) as f64;
         let lo = ((t - margin - self.t0) / self.dt).ceil().clamp(0.0, last) as usize;
         let hi = ((t + margin - self.t0) / self.dt).floor().clamp(0.0, last) as usize;
-        for row in &self.radius[lo..=hi.max(lo)] {
-            let r = row[a0] * (1.0 - wa) + row[a1] * wa;
+        for l in lo..=hi.max(lo) {
+            let (r, dr_da) = self.row(l, a);
             if r > best.0 {
                 // A row's maximum along the level is flat there.
-                best = (r, (row[a1] - row[a0]) / step, 0.0);
+                best = (r, dr_da, 0.0);
             }
         }
         best

@@ -110,7 +110,8 @@ pub struct Evaluation {
     /// (episode, step, state) of the first violating step of each violating episode.
     #[serde(skip)]
     pub first_violations: Vec<(usize, usize, Vec<f64>)>,
-    /// Through the safety filter: why no filtered run can reach the goal, if none can.
+    /// Through the safety filter: why no filtered run from outside its margin can reach the goal,
+    /// if none can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal_blocked: Option<String>,
 }
@@ -284,9 +285,8 @@ pub fn evaluate_filtered(
 }
 
 /// Why no run through `safety` from outside its margin can come within `tolerance` of `goal`, if
-/// none can: the goal and
-/// points half and all of the tolerance from it in 26 directions are each unreachable
-/// ([`SafetyFilter::unreachable`]). A run reaches the goal anywhere within the tolerance, so one
+/// none can: the goal and points half and all of the tolerance from it in 26 directions are each
+/// unreachable ([`SafetyFilter::unreachable`]). A run reaches the goal anywhere within the tolerance, so one
 /// reachable point there is enough to say nothing.
 fn goal_unreachable(safety: &mut SafetyFilter, goal: &[f64], tolerance: f64) -> Option<String> {
     let why = safety.unreachable([goal[0], goal[1], goal[2]])?;
