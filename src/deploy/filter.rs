@@ -7,8 +7,9 @@
 //! ray from the mean demonstrated command to the last learned-feasible command. The angular velocity
 //! passes through unchanged: the constraint is on the position (or the linear velocity).
 use crate::deploy::model::ConstraintModel;
+use crate::geometry::norm;
 use crate::policy::modulation::{
-    DsmConfig, ModulationScratch, project_velocity, safe_velocity_around,
+    DsmConfig, ModulationScratch, Star, boundary_distance, project_velocity, safe_velocity_around,
 };
 use crate::policy::reference::ReferencePoints;
 use std::sync::Arc;
@@ -50,6 +51,11 @@ pub struct FilterConfig {
 /// The safety_filter node's `tail_effect` default: commands moving away from the learned obstacle pass
 /// unchanged (a controller's retreat is never slowed).
 pub const NODE_TAIL_EFFECT: bool = false;
+
+/// A command that the modulation around a learned obstacle's star-shaped hull brakes below this
+/// fraction of its speed, where the hull does not model the learned boundary, is also modulated
+/// around zeta's level sets (see `evaluate`).
+const HELD_BY_HULL: f64 = 0.5;
 
 impl FilterConfig {
     /// The settings the safety_filter node starts with when no parameter overrides them.
@@ -339,7 +345,7 @@ impl SafetyFilter {
             (star.margin_ratio(margin) < 1.0).then(|| {
                 format!(
                     "it lies within the filter's margin ({margin:.4}) of the learned obstacle's \
-                     star-shaped hull, which no filtered motion enters"
+                     star-shaped hull, round which the filter steers runs from outside it"
                 )
             })
         } else {
@@ -428,18 +434,50 @@ impl SafetyFilter {
             dsm.push_outward = false;
             dsm.workspace = model.workspace.clone();
             dsm.around_axis = self.config.reference_axis.clone();
-            if safe_velocity_around(
-                &model.network,
-                star.as_ref(),
-                &pos,
-                &mut v,
-                &dsm,
-                Some(self.config.lookahead_time),
-                &mut self.scratch,
-            )
-            .is_none()
+            let horizon = Some(self.config.lookahead_time);
+            let modulate = |star: Option<&Star>, dsm: &DsmConfig, v: &mut [f64; 3], s: &mut _| {
+                safe_velocity_around(&model.network, star, &pos, v, dsm, horizon, s)
+                    .ok_or(Status::NonFinitePose)
+            };
+            modulate(star.as_ref(), &dsm, &mut v, &mut self.scratch)?;
+            if let Some(st) = &star
+                && norm(&v) < HELD_BY_HULL * speed
+                && (st.margin_ratio(dsm.safety_margin) < 1.0 || {
+                    let g = &mut self.scratch.grad;
+                    g.resize(3, 0.0);
+                    let l = model.network.logit_and_grad(&pos, g, &mut self.scratch.net);
+                    boundary_distance(l, g) < dsm.safety_margin
+                })
             {
-                return Err(Status::NonFinitePose);
+                // The hull's modulation holds the robot back where the hull does not model the
+                // learned boundary: inside the hull (in a pocket of a concave obstacle, which the
+                // hull covers, the modulation only slides round the reference and the lookahead
+                // stops the robot against the boundary), or within the margin of a part the hull
+                // missed (thinner than the grid it was built on). There zeta's own level sets are
+                // followed instead, as the DSM policy does (pushing out of the margin), and taken
+                // if that makes more headway along the command. Sliding across the axis first, as
+                // around the hull; along zeta's whole gradient only if that makes none (a boundary
+                // above or below): sliding along the whole gradient first carried runs round the
+                // outer side of a learned cup that learning never probed. Every candidate passes
+                // the same whole-path check against the learned obstacle.
+                let progress = |u: &[f64; 3]| (0..3).map(|k| u[k] * cmd[k]).sum::<f64>();
+                let mut slides = vec![dsm.around_axis.clone()];
+                if dsm.around_axis.is_some() {
+                    slides.push(None);
+                }
+                for around_axis in slides {
+                    let level_sets = DsmConfig {
+                        push_outward: true,
+                        around_axis,
+                        ..dsm.clone()
+                    };
+                    let mut w = [cmd[0], cmd[1], cmd[2]];
+                    modulate(None, &level_sets, &mut w, &mut self.scratch)?;
+                    if progress(&w) > progress(&v).max(0.0) {
+                        v = w;
+                        break;
+                    }
+                }
             }
             let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
             if n > speed && n > 0.0 {
@@ -810,6 +848,49 @@ mod tests {
             }
         }
         assert!(last.is_some());
+    }
+
+    #[test]
+    fn a_robot_starting_in_a_pocket_of_the_hull_goes_round_the_learned_obstacle_to_the_goal() {
+        // A generated task (suite seed 100, a tuning seed) whose learned obstacle is concave: its
+        // star-shaped hull covers some demonstration starts that lie outside the obstacle. Held on
+        // the hull's shells, runs from there stalled against the learned boundary (3 of the 12
+        // starts before).
+        let suite = crate::task::suite::generate(100, 10).unwrap();
+        let t = suite
+            .iter()
+            .find(|t| t.task.name() == "suite100_3D_03")
+            .unwrap();
+        let demos = t.demonstrations(100).unwrap();
+        let (cfg, _) = LearnConfig::for_task_data(&t.task, &demos, None, None).unwrap();
+        let l = learn(&t.task, &demos, &cfg, 0, &mut |_| true).unwrap();
+        let model = Arc::new(ConstraintModel::from_learned(&t.task, &demos, &cfg, 0, &l));
+        let refs = ReferencePoints::of_model_along(&model, &[0.0, 0.0, 1.0]);
+        let mut s = crate::learn::network::Scratch::default();
+        let starts = t.task.spec.starts.clone();
+        let margin = model.dsm.safety_margin;
+        let in_pocket = starts
+            .iter()
+            .filter(|x| {
+                model.network.zeta(x, &mut s) >= 0.5
+                    && refs
+                        .star(&model, x, margin, &mut s)
+                        .is_some_and(|st| st.margin_ratio(margin) < 1.0)
+            })
+            .count();
+        assert!(in_pocket > 0, "no start lies in a pocket of the hull");
+        let e = crate::report::evaluate::evaluate_filtered(
+            &t.task,
+            model,
+            FilterConfig::node_defaults(),
+            &starts,
+            starts.len(),
+            0,
+            0.25,
+        )
+        .unwrap();
+        assert_eq!(e.goal_reached, 1.0, "{in_pocket} starts in a pocket");
+        assert_eq!(e.unsafe_rate, 0.0);
     }
 
     #[test]
