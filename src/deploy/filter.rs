@@ -57,6 +57,18 @@ pub const NODE_TAIL_EFFECT: bool = false;
 /// around zeta's level sets (see `evaluate`).
 const HELD_BY_HULL: f64 = 0.5;
 
+/// Below this ratio of its distance from a hull's reference to the hull's radius (grown by the
+/// margin), the robot is inside the hull for that fallback. Below one: a robot sliding round the
+/// hull dips a little into it between steps, and following the level sets from there led it into a
+/// pocket of the learned obstacle that the hull had kept it out of.
+const INSIDE_HULL: f64 = 0.9;
+
+/// Outside the hulls, closer to the learned boundary than this fraction of the margin by zeta's own
+/// (first-order) distance estimate, the robot is beside a part the hull missed for that fallback.
+/// Not the whole margin: beside the hull the estimate dips below the margin too, and the fallback then
+/// alternated with the hull's slide and held the robot there.
+const MISSED_BY_HULL: f64 = 0.5;
+
 impl FilterConfig {
     /// The settings the safety_filter node starts with when no parameter overrides them.
     pub fn node_defaults() -> Self {
@@ -442,17 +454,17 @@ impl SafetyFilter {
             modulate(star.as_ref(), &dsm, &mut v, &mut self.scratch)?;
             if let Some(st) = &star
                 && norm(&v) < HELD_BY_HULL * speed
-                && (st.margin_ratio(dsm.safety_margin) < 1.0 || {
+                && (st.margin_ratio(dsm.safety_margin) < INSIDE_HULL || {
                     let g = &mut self.scratch.grad;
                     g.resize(3, 0.0);
                     let l = model.network.logit_and_grad(&pos, g, &mut self.scratch.net);
-                    boundary_distance(l, g) < dsm.safety_margin
+                    boundary_distance(l, g) < MISSED_BY_HULL * dsm.safety_margin
                 })
             {
                 // The hull's modulation holds the robot back where the hull does not model the
                 // learned boundary: inside the hull (in a pocket of a concave obstacle, which the
                 // hull covers, the modulation only slides round the reference and the lookahead
-                // stops the robot against the boundary), or within the margin of a part the hull
+                // stops the robot against the boundary), or close beside a part the hull
                 // missed (thinner than the grid it was built on). There zeta's own level sets are
                 // followed instead, as the DSM policy does (pushing out of the margin), and taken
                 // if that makes more headway along the command. Sliding across the axis first, as
@@ -875,7 +887,7 @@ mod tests {
                 model.network.zeta(x, &mut s) >= 0.5
                     && refs
                         .star(&model, x, margin, &mut s)
-                        .is_some_and(|st| st.margin_ratio(margin) < 1.0)
+                        .is_some_and(|st| st.margin_ratio(margin) < INSIDE_HULL)
             })
             .count();
         assert!(in_pocket > 0, "no start lies in a pocket of the hull");
