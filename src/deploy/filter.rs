@@ -421,7 +421,7 @@ impl SafetyFilter {
                 return Err(Status::StalePose { age });
             }
             let mut v = [cmd[0], cmd[1], cmd[2]];
-            let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            let speed = norm(&v);
             // The filter keeps the commanded speed: no normalization, no speed-up.
             let mut dsm = DsmConfig {
                 normalize_above: None,
@@ -473,11 +473,8 @@ impl SafetyFilter {
                 // outer side of a learned cup that learning never probed. Every candidate passes
                 // the same whole-path check against the learned obstacle.
                 let progress = |u: &[f64; 3]| (0..3).map(|k| u[k] * cmd[k]).sum::<f64>();
-                let mut slides = vec![dsm.around_axis.clone()];
-                if dsm.around_axis.is_some() {
-                    slides.push(None);
-                }
-                for around_axis in slides {
+                let slides = if dsm.around_axis.is_some() { 2 } else { 1 };
+                for around_axis in [dsm.around_axis.clone(), None].into_iter().take(slides) {
                     let level_sets = DsmConfig {
                         push_outward: true,
                         around_axis,
@@ -491,7 +488,7 @@ impl SafetyFilter {
                     }
                 }
             }
-            let n = v.iter().map(|c| c * c).sum::<f64>().sqrt();
+            let n = norm(&v);
             if n > speed && n > 0.0 {
                 v.iter_mut().for_each(|c| *c *= speed / n);
             }
