@@ -13,6 +13,9 @@
 //! to be tuned on other suite seeds (e.g. 100..) than the one reported.
 //! `cargo bench --bench suite -- --renamed [--learn-seeds K]` learns the built-in tasks under new
 //! names from the reference demonstrations instead, so they get derived settings too.
+//! `--dr-scale F` multiplies every derived d_r by F (the other derived settings stay as derived), to
+//! measure what d_r alone trades: precision against recall and safety (docs/RESULTS.md).
+//! `--suffix-starts N` sets `suffix_starts` (proposals from N states along every demonstration).
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
@@ -117,10 +120,49 @@ fn all_infeasible_iou(task: &Task) -> f64 {
     bad as f64 / all.max(1) as f64
 }
 
-fn run_task(t: &SuiteTask, demos: &DemoSet, seeds: u64, keep: &mut Option<Mlp>) -> TaskResult {
-    let task = &t.task;
-    let (cfg, _) =
+/// What the bench changes in the settings a new task file gets.
+#[derive(Clone, Copy)]
+struct Overrides {
+    /// Multiplies the derived d_r.
+    dr_scale: f64,
+    /// Replaces `suffix_starts`.
+    suffix_starts: Option<usize>,
+}
+
+impl Overrides {
+    /// How the table's settings differ from the derived ones.
+    fn describe(&self) -> String {
+        let mut s = String::new();
+        if self.dr_scale != 1.0 {
+            s += &format!(" with d_r times {}", self.dr_scale);
+        }
+        if let Some(n) = self.suffix_starts {
+            s += &format!(" with suffix_starts {n}");
+        }
+        s
+    }
+}
+
+/// The settings a new task file gets, with the bench's overrides.
+fn derived_settings(task: &Task, demos: &DemoSet, o: Overrides) -> LearnConfig {
+    let (mut cfg, _) =
         LearnConfig::for_task_data(task, demos, None, None).expect("settings for a new task");
+    cfg.identify.d_r = cfg.identify.d_r.map(|d| d * o.dr_scale);
+    if let Some(n) = o.suffix_starts {
+        cfg.suffix_starts = n;
+    }
+    cfg
+}
+
+fn run_task(
+    t: &SuiteTask,
+    demos: &DemoSet,
+    seeds: u64,
+    o: Overrides,
+    keep: &mut Option<Mlp>,
+) -> TaskResult {
+    let task = &t.task;
+    let cfg = derived_settings(task, demos, o);
     let (mut iou, mut recall, mut uns, mut goal, mut secs) =
         (vec![], vec![], vec![], vec![], vec![]);
     let (mut f_uns, mut f_goal, mut f_blocked) = (vec![], vec![], 0);
@@ -189,10 +231,20 @@ fn main() {
     let per_class: usize = arg(&args, "--per-class", 10);
     let seeds: u64 = arg(&args, "--learn-seeds", 3);
     let only: String = arg(&args, "--class", String::new());
+    let dr_scale: f64 = arg(&args, "--dr-scale", 1.0);
+    if !(dr_scale.is_finite() && dr_scale > 0.0) {
+        eprintln!("--dr-scale must be a positive number; found {dr_scale}");
+        std::process::exit(2);
+    }
     if !only.is_empty() && !TaskClass::ALL.iter().any(|c| c.label() == only) {
         eprintln!("--class must be one of 2-D, 3-D, velocity; found '{only}'");
         std::process::exit(2);
     }
+    let suffix: i64 = arg(&args, "--suffix-starts", -1);
+    let o = Overrides {
+        dr_scale,
+        suffix_starts: usize::try_from(suffix).ok(),
+    };
     let png: PathBuf = arg(
         &args,
         "--png",
@@ -200,7 +252,7 @@ fn main() {
     );
     let t0 = Instant::now();
     if args.iter().any(|a| a == "--renamed") {
-        renamed(seeds);
+        renamed(seeds, o);
         return;
     }
     let suite = generate(seed, per_class).expect("suite");
@@ -212,7 +264,7 @@ fn main() {
         }
         let demos = t.demonstrations(seed).expect("expert demonstrations");
         let mut keep = None;
-        let r = run_task(t, &demos, seeds, &mut keep);
+        let r = run_task(t, &demos, seeds, o, &mut keep);
         eprintln!(
             "[{}/{}] {}: IoU {:.3}, recall {:.3}, unsafe {:.2} %, goal reached {:.0} %, {} of {seeds} learned nothing",
             i + 1,
@@ -231,7 +283,8 @@ fn main() {
         results.push(r);
     }
     println!(
-        "Suite seed {seed}: {per_class} tasks per class, learning seeds 0..{seeds}, the settings a new task file gets; per task the median over seeds, then over tasks the median and the worst task"
+        "Suite seed {seed}: {per_class} tasks per class, learning seeds 0..{seeds}, the settings a new task file gets{}; per task the median over seeds, then over tasks the median and the worst task",
+        o.describe()
     );
     println!();
     println!(
@@ -357,14 +410,15 @@ fn main() {
 
 /// The built-in tasks under new names (so that no settings file matches), from the reference
 /// demonstrations.
-fn renamed(seeds: u64) {
+fn renamed(seeds: u64, o: Overrides) {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     println!(
-        "Renamed built-in tasks, reference demonstrations, derived settings; median over learning seeds 0..{seeds}"
+        "Renamed built-in tasks, reference demonstrations, derived settings{}; median over learning seeds 0..{seeds}",
+        o.describe()
     );
     println!();
     println!(
-        "| task | derived d_r | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
+        "| task | d_r | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for (name, csv, class) in [
@@ -392,13 +446,13 @@ fn renamed(seeds: u64) {
         let mut task = Task::load(name).expect("built-in");
         task.spec.name = format!("renamed_{name}");
         let demos = DemoSet::load(&root.join("data/demos").join(csv), &task).expect("demos");
-        let (cfg, _) = LearnConfig::for_task_data(&task, &demos, None, None).expect("settings");
+        let cfg = derived_settings(&task, &demos, o);
         let t = SuiteTask {
             class,
             task,
             demos: demos.len(),
         };
-        let r = run_task(&t, &demos, seeds, &mut None);
+        let r = run_task(&t, &demos, seeds, o, &mut None);
         println!(
             "| {} | {:.4} | {} | {} of {seeds} |",
             r.name,
