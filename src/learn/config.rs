@@ -141,13 +141,25 @@ fn unbounded() -> usize {
     usize::MAX
 }
 
-/// Keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the same start, and
-/// the fraction of its states the current zeta calls infeasible is at most `max_mean_cost`.
+/// Keep a rollout iff it beats the demonstration from the same start by the demonstrations'
+/// sub-optimality delta ([`PolicyFilter::beats`]), and the fraction of its states the current zeta
+/// calls infeasible is at most `max_mean_cost`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolicyFilter {
     pub delta: f64,
     pub max_mean_cost: f64,
+}
+
+impl PolicyFilter {
+    /// Whether a rollout's return proves it infeasible against its demonstration's: r - delta |r| >=
+    /// r_D. The paper writes (1 - delta) r(tau) >= r(tau_D) for its non-negative returns: a feasible
+    /// tau cannot beat a delta-sub-optimal demonstration by that much. With negative returns (a
+    /// distance cost) the same product would let a rollout through that is delta worse than its
+    /// demonstration, so the margin is taken on |r|: it always asks more of the rollout.
+    pub fn beats(&self, episode_return: f64, demo_return: f64) -> bool {
+        episode_return - self.delta * episode_return.abs() >= demo_return
+    }
 }
 
 /// The built-in learn configurations: the default and per-task files.
@@ -370,6 +382,25 @@ impl LearnConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_policy_filter_margin_asks_more_of_a_rollout_whatever_the_sign_of_its_return() {
+        let f = PolicyFilter {
+            delta: 0.03,
+            max_mean_cost: 0.5,
+        };
+        // Non-negative returns: the paper's (1 - delta) r >= r_D.
+        assert!(f.beats(1.1, 1.0));
+        assert!(!f.beats(1.02, 1.0));
+        // Negative returns (a distance cost): a rollout 2 % worse than its demonstration is not kept
+        // (the paper's product would keep it: 0.97 * -3.40 = -3.298 >= -3.35), nor one 2 % better.
+        assert!(!f.beats(-3.40, -3.35));
+        assert!(!f.beats(-3.35 / 1.02, -3.35));
+        assert!(f.beats(-3.35 / 1.05, -3.35));
+        // delta 0: better or equal, as before.
+        let exact = PolicyFilter { delta: 0.0, ..f };
+        assert!(exact.beats(-3.35, -3.35) && !exact.beats(-3.36, -3.35));
+    }
 
     #[test]
     fn builtin_configs_parse_and_validate_for_every_task() {

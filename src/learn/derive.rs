@@ -163,7 +163,7 @@ fn d_r_from_proposals(
             .into_iter()
             .fold(0.0, f64::max);
         all.push(deepest);
-        if (1.0 - cfg.policy_filter.delta) * traj.episode_return >= demo_return {
+        if cfg.policy_filter.beats(traj.episode_return, demo_return) {
             kept.push(deepest);
         }
     }

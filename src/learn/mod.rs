@@ -553,8 +553,8 @@ fn roll_out(
     Ok(out)
 }
 
-/// The policy filter: keep a rollout iff (1 - delta) r(tau) >= r(tau_D) of the demonstration from the
-/// same start (for a start along a demonstration: its rest, and the way must be a shortcut), and at
+/// The policy filter: keep a rollout iff r(tau) - delta |r(tau)| >= r(tau_D) of the demonstration
+/// from the same start (for a start along a demonstration: its rest, and the way must be a shortcut), and at
 /// most `max_mean_cost` of its states are learned-infeasible. Labellers that take every rollout (BC,
 /// MECL) skip it.
 fn policy_filter(
@@ -568,7 +568,7 @@ fn policy_filter(
     let mut scratch = Scratch::default();
     let mut passes = |r: &Rollout| {
         let probe = &probes[r.start];
-        if (1.0 - f.delta) * r.episode_return < probe.demo_return || r.way > probe.max_way {
+        if !f.beats(r.episode_return, probe.demo_return) || r.way > probe.max_way {
             return false;
         }
         // Only a rollout that beats its demonstration needs zeta on every state.
