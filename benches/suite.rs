@@ -38,6 +38,8 @@ const FILTER_SPEED: f64 = 0.25;
 struct TaskResult {
     class: TaskClass,
     name: String,
+    /// The d_r the task learned with (NaN with percentile selection).
+    d_r: f64,
     iou: f64,
     recall: f64,
     unsafe_pct: f64,
@@ -209,6 +211,7 @@ fn run_task(
     TaskResult {
         class: t.class,
         name: task.name().to_string(),
+        d_r: cfg.identify.d_r.unwrap_or(f64::NAN),
         iou: median(iou),
         recall: median(recall),
         unsafe_pct: median(uns),
@@ -240,10 +243,10 @@ fn main() {
         eprintln!("--class must be one of 2-D, 3-D, velocity; found '{only}'");
         std::process::exit(2);
     }
-    let suffix: i64 = arg(&args, "--suffix-starts", -1);
     let o = Overrides {
         dr_scale,
-        suffix_starts: usize::try_from(suffix).ok(),
+        suffix_starts: (args.iter().any(|a| a == "--suffix-starts"))
+            .then(|| arg(&args, "--suffix-starts", 0usize)),
     };
     let png: PathBuf = arg(
         &args,
@@ -446,7 +449,6 @@ fn renamed(seeds: u64, o: Overrides) {
         let mut task = Task::load(name).expect("built-in");
         task.spec.name = format!("renamed_{name}");
         let demos = DemoSet::load(&root.join("data/demos").join(csv), &task).expect("demos");
-        let cfg = derived_settings(&task, &demos, o);
         let t = SuiteTask {
             class,
             task,
@@ -456,7 +458,7 @@ fn renamed(seeds: u64, o: Overrides) {
         println!(
             "| {} | {:.4} | {} | {} of {seeds} |",
             r.name,
-            cfg.identify.d_r.unwrap_or(f64::NAN),
+            r.d_r,
             metric_cells(&r),
             r.failed
         );
