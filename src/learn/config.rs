@@ -33,7 +33,7 @@ pub enum Method {
 }
 
 /// MECL's loss: -mean log(zeta(D) + eps) + mean_s w_IS(s) log(zeta(s) + eps)
-/// - c_reg (mean zeta(D) + mean zeta(policy)).
+/// - c_reg (mean zeta(D) + mean zeta(policy)) + logit_l2 mean logit^2.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MeclConfig {
@@ -46,6 +46,13 @@ pub struct MeclConfig {
     /// weights before and after exceeds this (the ICRL benchmark's cn_target_kl_*: 10).
     #[serde(default = "mecl_target_kl")]
     pub target_kl: f64,
+    /// Weight of the mean squared logit in the loss (our addition). Where the policy's states
+    /// match the demonstrations the log terms cancel and the regularizer alone raises zeta, without
+    /// bound in the logit: the sigmoid saturates, its gradient vanishes and zeta stays 1 everywhere
+    /// (a collapse: point_ellipse_2d seed 5). This small weight keeps the logits in single digits,
+    /// where they still learn.
+    #[serde(default = "mecl_logit_l2")]
+    pub logit_l2: f64,
 }
 
 fn mecl_eps() -> f64 {
@@ -54,6 +61,10 @@ fn mecl_eps() -> f64 {
 
 fn mecl_target_kl() -> f64 {
     10.0
+}
+
+fn mecl_logit_l2() -> f64 {
+    1e-5
 }
 
 /// GPUCL: the component count is chosen by BIC within `components`; reliable infeasible states have
@@ -364,6 +375,9 @@ impl LearnConfig {
         }
         if !(self.mecl.target_kl.is_finite() && self.mecl.target_kl > 0.0) {
             return Err("mecl.target_kl must be a finite number > 0".into());
+        }
+        if !(self.mecl.logit_l2.is_finite() && self.mecl.logit_l2 >= 0.0) {
+            return Err("mecl.logit_l2 must be a finite number >= 0".into());
         }
         let [lo, hi] = self.gpucl.components;
         if lo == 0 || hi < lo {

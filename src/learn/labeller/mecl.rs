@@ -55,7 +55,7 @@ impl Labeller for Mecl {
 
 /// MECL's update on the current rollouts, as the ICRL benchmark trains it: minimize
 /// -mean log(zeta(D) + eps) + mean_s w(s) log(zeta(s) + eps) - c_reg (mean zeta(D) + mean zeta(P))
-/// with full-batch Adam steps. eps bounds the loss below: without it the policy's states drive
+/// with full-batch Adam steps, plus logit_l2 times the mean squared logit (our addition). eps bounds the loss below: without it the policy's states drive
 /// log zeta to minus infinity and the network saturates. w(s) is the importance weight of s's
 /// rollout, the product over it of (zeta_new + eps) / (zeta_old + eps), normalized to mean 1 over
 /// the rollouts and constant in the gradient. The updates stop once either KL divergence between
@@ -123,13 +123,16 @@ fn train_mecl(
                     let z = sigmoid(logits[r]);
                     // d/dlogit log(z + eps) = z (1 - z) / (z + eps).
                     let dlog = z * (1.0 - z) / (z + eps);
+                    // Keeps the sigmoid out of saturation (MeclConfig::logit_l2).
+                    l += cfg.logit_l2 * logits[r] * logits[r] / (nd + np) as f64;
+                    dl[r] += 2.0 * cfg.logit_l2 * logits[r] / (nd + np) as f64;
                     if r < nd {
                         l += -log_zeta(logits[r]) / nd as f64 - c * z / nd as f64;
-                        dl[r] = -dlog / nd as f64 - c * z * (1.0 - z) / nd as f64;
+                        dl[r] += -dlog / nd as f64 - c * z * (1.0 - z) / nd as f64;
                     } else {
                         let w = w_rollout[owner[r - nd]] / np as f64;
                         l += w * log_zeta(logits[r]) - c * z / np as f64;
-                        dl[r] = w * dlog - c * z * (1.0 - z) / np as f64;
+                        dl[r] += w * dlog - c * z * (1.0 - z) / np as f64;
                     }
                 }
                 loss = l;
@@ -185,6 +188,7 @@ mod tests {
                 c_reg: 0.1,
                 eps: 1e-5,
                 target_kl: 10.0,
+                logit_l2: 0.0,
             },
             30,
         );
@@ -230,11 +234,16 @@ mod tests {
             c_reg: 0.1,
             eps: 1e-5,
             target_kl,
+            logit_l2: 0.0,
         }
     }
 
     fn train(cfg: MeclConfig, lr: f64, epochs: usize) -> (Mlp, Mlp, f64) {
-        let (demo, rollouts) = demos_and_rollouts(&[1.0, 1.5]);
+        train_on(&[1.0, 1.5], cfg, lr, epochs)
+    }
+
+    fn train_on(centres: &[f64], cfg: MeclConfig, lr: f64, epochs: usize) -> (Mlp, Mlp, f64) {
+        let (demo, rollouts) = demos_and_rollouts(centres);
         let start = Mlp::new(1, &[16, 16], 0);
         let mut net = start.clone();
         let mut adam = Adam::new(net.params.len(), lr, 1e-5);
@@ -249,6 +258,34 @@ mod tests {
         let bound = (1e-5f64).ln() - 2.0 * 0.1;
         assert!(loss.is_finite() && loss >= bound - 1e-9, "{loss} < {bound}");
         assert!(net.params.iter().all(|p| p.is_finite()));
+    }
+
+    #[test]
+    fn mecl_logits_stay_out_of_saturation_when_the_policy_walks_on_the_demonstrations() {
+        // The policy's states lie among the demonstrations: the log terms cancel and only the
+        // regularizer pushes. Without logit_l2 the logit runs off to where the sigmoid's gradient
+        // vanishes (25 here); with the default it settles where zeta can still be lowered.
+        let logit = |l2: f64| {
+            let cfg = MeclConfig {
+                logit_l2: l2,
+                ..config(f64::INFINITY)
+            };
+            let (_, net, _) = train_on(&[-0.1, 0.1], cfg, 5e-2, 3000);
+            net.logits(ndarray::arr2(&[[0.0]]).view())[0]
+        };
+        let default = crate::learn::config::LearnConfig::for_task("point_ellipse_2d", None)
+            .expect("built-in settings")
+            .mecl
+            .logit_l2;
+        let (free, held) = (logit(0.0), logit(default));
+        assert!(
+            free > 20.0,
+            "without logit_l2 the logit reached only {free}"
+        );
+        assert!(
+            held > 2.0 && held < 10.0,
+            "with logit_l2 the logit is {held}"
+        );
     }
 
     #[test]
