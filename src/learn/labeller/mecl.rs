@@ -55,11 +55,12 @@ impl Labeller for Mecl {
 
 /// MECL's update on the current rollouts, as the ICRL benchmark trains it: minimize
 /// -mean log(zeta(D) + eps) + mean_s w(s) log(zeta(s) + eps) - c_reg (mean zeta(D) + mean zeta(P))
-/// with full-batch Adam steps, plus logit_l2 times the mean squared logit (our addition). eps bounds the loss below: without it the policy's states drive
-/// log zeta to minus infinity and the network saturates. w(s) is the importance weight of s's
-/// rollout, the product over it of (zeta_new + eps) / (zeta_old + eps), normalized to mean 1 over
-/// the rollouts and constant in the gradient. The updates stop once either KL divergence between
-/// the old and the new weights exceeds `target_kl`. Returns the last loss.
+/// with full-batch Adam steps, plus logit_l2 times the mean squared logit (our addition). eps bounds
+/// the loss below: without it the policy's states drive log zeta to minus infinity and the network
+/// saturates. w(s) is the importance weight of s's rollout, the product over it of
+/// (zeta_new + eps) / (zeta_old + eps), normalized to mean 1 over the rollouts and constant in the
+/// gradient. The updates stop once either KL divergence between the old and the new weights exceeds
+/// `target_kl`. Returns the last loss.
 fn train_mecl(
     net: &mut Mlp,
     adam: &mut Adam,
