@@ -16,6 +16,8 @@
 //! `--dr-scale F` multiplies every derived d_r by F (the other derived settings stay as derived), to
 //! measure what d_r alone trades: precision against recall and safety (docs/RESULTS.md).
 //! `--suffix-starts N` sets `suffix_starts` (proposals from N states along every demonstration).
+//! `--bend-prior` turns `bend_prior` on (reliable infeasible states only where a proposal faces a turn
+//! of the demonstration it beat).
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
@@ -129,6 +131,8 @@ struct Overrides {
     dr_scale: f64,
     /// Replaces `suffix_starts`.
     suffix_starts: Option<usize>,
+    /// Turns `bend_prior` on.
+    bend_prior: bool,
 }
 
 impl Overrides {
@@ -140,6 +144,9 @@ impl Overrides {
         }
         if let Some(n) = self.suffix_starts {
             s += &format!(" with suffix_starts {n}");
+        }
+        if self.bend_prior {
+            s += " with bend_prior";
         }
         s
     }
@@ -153,6 +160,7 @@ fn derived_settings(task: &Task, demos: &DemoSet, o: Overrides) -> LearnConfig {
     if let Some(n) = o.suffix_starts {
         cfg.suffix_starts = n;
     }
+    cfg.bend_prior |= o.bend_prior;
     cfg
 }
 
@@ -247,6 +255,7 @@ fn main() {
         dr_scale,
         suffix_starts: (args.iter().any(|a| a == "--suffix-starts"))
             .then(|| arg(&args, "--suffix-starts", 0usize)),
+        bend_prior: args.iter().any(|a| a == "--bend-prior"),
     };
     let png: PathBuf = arg(
         &args,

@@ -628,6 +628,55 @@ fn a_goal_that_training_made_infeasible_joins_the_demonstrations_and_is_reached(
 }
 
 #[test]
+fn the_bend_prior_leaves_the_open_space_between_demonstration_corridors_feasible() {
+    // A generated 2-D task whose demonstrations pass its obstacles in corridors: without the prior,
+    // the straight proposals' states between the corridors are far from every demonstration and the
+    // learned obstacle fills the space between them (precision about 0.1); with it, only the states
+    // on the inside of a turn of the demonstration a proposal beat are reliable infeasible.
+    let d = suite("3", "10");
+    let name = "suite3_2D_04";
+    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
+    let bend = d.path().join("bend.yaml");
+    std::fs::write(&bend, "bend_prior: true\n").unwrap();
+    let (task, demos) = (path("yaml"), path("csv"));
+    let m = d.path().join("model.json");
+    let eval = |config: &[&str]| {
+        let mut args = vec![
+            "learn",
+            "--task",
+            task.to_str().unwrap(),
+            "--demos",
+            demos.to_str().unwrap(),
+            "--out",
+            m.to_str().unwrap(),
+        ];
+        args.extend(config);
+        let o = pucl(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let t = task.to_str().unwrap();
+        let o = pucl(&[
+            "eval",
+            "--task",
+            t,
+            "--model",
+            m.to_str().unwrap(),
+            "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+    };
+    let (plain, bent) = (eval(&[]), eval(&["--config", bend.to_str().unwrap()]));
+    let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
+    assert!(
+        f(&bent, "precision") > f(&plain, "precision") + 0.3,
+        "{plain}\n{bent}"
+    );
+    assert!(f(&bent, "recall") >= 0.95, "{bent}");
+    assert_eq!(f(&bent, "unsafe_rate"), 0.0, "{bent}");
+    assert!(f(&bent, "goal_reached") >= 0.95, "{bent}");
+}
+
+#[test]
 fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() {
     let m = model_3d().to_str().unwrap();
     let run = |extra: &[&str]| {

@@ -131,6 +131,14 @@ pub struct LearnConfig {
     /// joins D (once) and zeta trains again. Absent from model files written before it existed: off.
     #[serde(default)]
     pub goal_feasible: bool,
+    /// PUCL, position constraints: a proposal's states count for identification only where they face
+    /// a turn of the demonstration it beat ([`crate::learn::bends`]). An expert's path is straight
+    /// where nothing constrains it, so this leaves out the open space between demonstration
+    /// corridors that a straight proposal also crosses. For planned (taut) demonstrations; off by
+    /// default (docs/RESULTS.md: demonstrations that curve everywhere lose most of R and the
+    /// learned obstacle with it). Absent from model files written before it existed: off.
+    #[serde(default)]
+    pub bend_prior: bool,
     /// Reliable infeasible identification.
     pub identify: IdentifyConfig,
     pub policy_filter: PolicyFilter,

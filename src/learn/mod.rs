@@ -10,6 +10,7 @@
 //!
 //! Where to add things: a policy is a [`Proposer`] in `proposer/`, a method a [`Labeller`] in
 //! `labeller/`; the loop below does not change for either.
+pub mod bends;
 pub mod config;
 pub mod derive;
 pub mod gmm;
@@ -117,6 +118,7 @@ pub fn learn(
     let mut policy = proposer::for_config(task, demos, cfg, &dsm, seed)?;
     let mut labeller = labeller::for_config(cfg, &demo_points, seed)?;
     let mut memory_buffer = Points::new(demo_points.dim);
+    let bends = demonstration_bends(task, demos, cfg);
     let (mut history, mut trained) = (Vec::new(), false);
     let mut stop_reason = format!("{} iterations done", cfg.iterations);
     for it in 0..cfg.iterations {
@@ -132,6 +134,14 @@ pub fn learn(
         let rollouts = roll_out(&mut *policy, &mut sim, &probes, &zeta, &mut rng)?;
         // Policy filter: keep the rollouts that beat their demonstration's return.
         let kept = policy_filter(rollouts, &probes, &zeta, cfg, &*labeller);
+        // With `bend_prior`: only the states facing a turn of the demonstration each one beat.
+        let kept: Vec<Points> = kept
+            .into_iter()
+            .map(|(probe, p)| match &bends {
+                Some(b) => b.facing_a_turn(probes[probe].demo, &p),
+                None => p,
+            })
+            .collect();
         // Identify the reliable infeasible states R.
         let reliable_infeasible = labeller.identify(&demo_points, &kept, &memory_buffer)?;
         let data = TrainingData {
@@ -206,6 +216,30 @@ pub fn learn(
     })
 }
 
+/// Where the demonstrations turn, for PUCL on a position constraint with `bend_prior`.
+fn demonstration_bends(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Option<bends::Bends> {
+    let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
+    if !(cfg.bend_prior && position && cfg.method == Method::Pucl) {
+        return None;
+    }
+    let d_r = cfg.identify.d_r?;
+    let dim = task.feature_dim();
+    let all = demos.feature_points(task);
+    let mut at = 0;
+    let per_demo: Vec<Points> = (0..demos.len())
+        .map(|i| {
+            let n = demos.demos[i].len(demos.state_dim()) * dim;
+            let p = Points {
+                dim,
+                data: all[at..at + n].to_vec(),
+            };
+            at += n;
+            p
+        })
+        .collect();
+    Some(bends::Bends::new(&per_demo, bends::WINDOW_DR * d_r))
+}
+
 /// The task's goal as a feature point, when `goal_feasible` is on and the constraint reads positions
 /// only (a velocity constraint's goal is no command: [`Task::goal_features`]).
 fn goal_feature(task: &Task, cfg: &LearnConfig) -> Option<Vec<f64>> {
@@ -215,6 +249,8 @@ fn goal_feature(task: &Task, cfg: &LearnConfig) -> Option<Vec<f64>> {
 /// A state the policy proposes from, and what a proposal from there must beat.
 pub struct ProbeStart {
     pub state: Vec<f64>,
+    /// The demonstration it starts on.
+    pub demo: usize,
     /// The return of the demonstration (or of its rest) from this state.
     pub demo_return: f64,
     /// The longest way to the goal a proposal may take (a shortcut, for a state along a
@@ -253,6 +289,7 @@ fn probe_starts(sim: &mut Simulator, demos: &DemoSet, cfg: &LearnConfig) -> Vec<
             };
             out.push(ProbeStart {
                 state: demos.state(i, t).to_vec(),
+                demo: i,
                 demo_return: replay_return(sim, rest, &demo.actions[t * m..]),
                 max_way,
             });
@@ -563,7 +600,7 @@ fn policy_filter(
     zeta: &Zeta,
     cfg: &LearnConfig,
     labeller: &dyn Labeller,
-) -> Vec<Points> {
+) -> Vec<(usize, Points)> {
     let f = &cfg.policy_filter;
     let mut scratch = Scratch::default();
     let mut passes = |r: &Rollout| {
@@ -585,7 +622,7 @@ fn policy_filter(
     rollouts
         .into_iter()
         .filter(|r| !filtered || passes(r))
-        .map(|r| r.points)
+        .map(|r| (r.start, r.points))
         .collect()
 }
 
