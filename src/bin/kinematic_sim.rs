@@ -89,8 +89,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let expert: &'static Expert<'static> = Box::leak(Box::new(Expert::new(expert_task, margin)?));
 
     // A deeper history than the usual 10: a subscriber (a recorder) slowed by a loaded machine gets
-    // lost samples resent instead of overwritten.
-    let reliable = QosProfile::default().reliable().keep_last(100);
+    // lost samples resent instead of overwritten. 1000 samples hold several seconds of history, longer
+    // than Fast DDS's default heartbeat period (3 s) after which a lost sample is asked for again.
+    let reliable = QosProfile::default().reliable().keep_last(1000);
     let pose_pub = node.create_publisher::<PoseStamped>(&pose_topic, reliable.clone())?;
     let twist_pub = node.create_publisher::<TwistStamped>(&applied_topic, reliable.clone())?;
     let obstacles = node.create_publisher::<r2r::visualization_msgs::msg::MarkerArray>(
