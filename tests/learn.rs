@@ -653,6 +653,7 @@ fn the_bend_prior_leaves_the_open_space_between_demonstration_corridors_feasible
         args.extend(config);
         let o = pucl(&args);
         assert!(o.status.success(), "{}", stderr(&o));
+        let said = stderr(&o);
         let t = task.to_str().unwrap();
         let o = pucl(&[
             "eval",
@@ -663,9 +664,19 @@ fn the_bend_prior_leaves_the_open_space_between_demonstration_corridors_feasible
             "--json",
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
-        serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap()
+        (
+            serde_json::from_str::<serde_json::Value>(&stdout(&o)).unwrap(),
+            said,
+        )
     };
-    let (plain, bent) = (eval(&[]), eval(&["--config", bend.to_str().unwrap()]));
+    let ((plain, plain_said), (bent, bent_said)) =
+        (eval(&[]), eval(&["--config", bend.to_str().unwrap()]));
+    // The learner says how much of the demonstrations turns when the prior is on, and only then.
+    assert!(
+        bent_said.contains("of the demonstrated points lie on a turn"),
+        "{bent_said}"
+    );
+    assert!(!plain_said.contains("bend_prior"), "{plain_said}");
     let f = |v: &serde_json::Value, k: &str| v[k].as_f64().unwrap();
     assert!(
         f(&bent, "precision") > f(&plain, "precision") + 0.3,

@@ -124,6 +124,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     for d in &derived {
                         r2r::log_info!(&logger, "derived {} = {} ({})", d.key, d.value, d.rule);
                     }
+                    for n in pucl::learn::settings_notes(&task, &demos, &cfg) {
+                        r2r::log_info!(&logger, "{n}");
+                    }
                     (task, demos, cfg, out)
                 }
                 Err(msg) => {

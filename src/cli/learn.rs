@@ -5,7 +5,7 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
 use pucl::deploy::model::ConstraintModel;
-use pucl::learn::{IterationStats, LearnConfig, Method, PolicyKind, learn};
+use pucl::learn::{IterationStats, LearnConfig, Method, PolicyKind, learn, settings_notes};
 use pucl::policy::crl::PolicyFile;
 use pucl::task::Task;
 use std::path::PathBuf;
@@ -62,6 +62,9 @@ pub fn run(a: LearnArgs) -> Result<()> {
     }
     if let Some(m) = a.method {
         cfg.method = m;
+    }
+    for n in settings_notes(&task, &set, &cfg) {
+        eprintln!("{n}");
     }
     if a.policy_out.is_some() && cfg.policy != PolicyKind::Crl {
         anyhow::bail!("--policy-out needs the CRL policy (--policy crl)");

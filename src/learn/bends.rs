@@ -6,7 +6,7 @@
 //! demonstrations too. With the prior, a proposal's state can be reliable infeasible only where it
 //! faces a turn of the demonstration the proposal beat: the nearest point of that demonstration is
 //! bent, and the state lies on the inside of the bend.
-use crate::learn::identify::Points;
+use crate::learn::identify::{NearestPoint, Points};
 
 /// A point is bent where the path turns by at least this angle (radians; 10 degrees: well above the
 /// wiggle of a tracked straight line) between the points this far before and after it along the path
@@ -20,9 +20,9 @@ pub const BEND_ANGLE: f64 = 10.0 * std::f64::consts::PI / 180.0;
 pub const WINDOW_DR: f64 = 2.0;
 
 /// Each demonstration's points, each with the direction from it to the inside of its turn (zero where
-/// the demonstration runs straight).
+/// the demonstration runs straight), and a search for the nearest of them (none for an empty one).
 pub struct Bends {
-    demos: Vec<(Points, Vec<f64>)>,
+    demos: Vec<(Points, Vec<f64>, Option<NearestPoint>)>,
 }
 
 impl Bends {
@@ -31,7 +31,7 @@ impl Bends {
     pub fn new(demos: &[Points], window: f64) -> Bends {
         let demos = demos
             .iter()
-            .map(|d| (d.clone(), turns(d, window)))
+            .map(|d| (d.clone(), turns(d, window), NearestPoint::new(d)))
             .collect();
         Bends { demos }
     }
@@ -40,17 +40,15 @@ impl Bends {
     /// nearest point of that demonstration is bent and the state lies on the inside of the turn.
     pub fn facing_a_turn(&self, demo: usize, states: &Points) -> Points {
         let mut out = Points::new(states.dim);
-        let Some((points, inside)) = self.demos.get(demo) else {
+        let Some((points, inside, Some(nearest))) = self.demos.get(demo) else {
             return out;
         };
         let d = points.dim;
+        if states.dim != d {
+            return out;
+        }
         for x in states.rows() {
-            let d2 = |p: &[f64]| x.iter().zip(p).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
-            let Some(k) =
-                (0..points.len()).min_by(|&i, &j| d2(points.row(i)).total_cmp(&d2(points.row(j))))
-            else {
-                continue;
-            };
+            let k = nearest.nearest(x);
             let (p, n) = (points.row(k), &inside[k * d..(k + 1) * d]);
             let towards: f64 = x.iter().zip(p).zip(n).map(|((x, p), n)| (x - p) * n).sum();
             if towards > 0.0 {
@@ -63,7 +61,7 @@ impl Bends {
     /// The fraction of demonstrated points that are bent.
     pub fn bent_fraction(&self) -> f64 {
         let (mut bent, mut all) = (0, 0);
-        for (points, inside) in &self.demos {
+        for (points, inside, _) in &self.demos {
             all += points.len();
             bent += inside
                 .chunks(points.dim.max(1))

@@ -209,6 +209,62 @@ fn scores_k<const K: usize>(
     Ok(scores)
 }
 
+/// The index of the nearest point of a fixed set (Euclidean), for many queries: a k-d tree up to 18
+/// dimensions, built once; beyond, an exhaustive search.
+pub struct NearestPoint {
+    find: FindNearest,
+}
+
+impl NearestPoint {
+    /// None for an empty set.
+    pub fn new(points: &Points) -> Option<NearestPoint> {
+        if points.is_empty() {
+            return None;
+        }
+        macro_rules! dispatch {
+            ($($k:literal)*) => {
+                match points.dim {
+                    $($k => nearest_tree::<$k>(points),)*
+                    _ => None,
+                }
+            };
+        }
+        let find = dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18).unwrap_or_else(|| {
+            let points = points.clone();
+            Box::new(move |q: &[f64]| {
+                let d2 = |p: &[f64]| q.iter().zip(p).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+                (0..points.len())
+                    .min_by(|&i, &j| d2(points.row(i)).total_cmp(&d2(points.row(j))))
+                    .unwrap_or(0)
+            })
+        });
+        Some(NearestPoint { find })
+    }
+
+    /// The index of the point nearest to `q` (a query of the set's dimension).
+    pub fn nearest(&self, q: &[f64]) -> usize {
+        (self.find)(q)
+    }
+}
+
+type FindNearest = Box<dyn Fn(&[f64]) -> usize + Send + Sync>;
+
+fn nearest_tree<const K: usize>(points: &Points) -> Option<FindNearest> {
+    let entries: Vec<[f64; K]> = points
+        .rows()
+        .map(|r| r.try_into().expect("rows of the set's dimension"))
+        .collect();
+    let tree: ImmutableKdTree<f64, K> = ImmutableKdTree::new_from_slice(&entries).ok()?;
+    Some(Box::new(move |q: &[f64]| {
+        let mut a = [0.0; K];
+        a.iter_mut().zip(q).for_each(|(a, q)| *a = *q);
+        tree.query(&a)
+            .nearest_one::<SquaredEuclidean<f64>>()
+            .execute()
+            .item as usize
+    }))
+}
+
 /// Standardize each dimension of `a` and `b` with the mean and standard deviation of both together.
 fn standardize(a: &Points, b: &Points) -> (Points, Points) {
     let d = a.dim;
@@ -337,6 +393,33 @@ mod tests {
                 assert!((a - b).abs() < 1e-12, "{metric:?}: {a} vs {b}");
             }
         }
+    }
+
+    #[test]
+    fn the_nearest_point_is_found_by_the_tree_and_beyond_its_dimensions_alike() {
+        let mut rng = ChaCha8Rng::seed_from_u64(9);
+        for dim in [2, 3, 20] {
+            let mut random = |n: usize| {
+                pts(
+                    dim,
+                    &(0..n * dim)
+                        .map(|_| rng.random::<f64>())
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let (set, queries) = (random(300), random(40));
+            let nearest = NearestPoint::new(&set).unwrap();
+            for q in queries.rows() {
+                let d2 = |i: usize| -> f64 {
+                    q.iter().zip(set.row(i)).map(|(a, b)| (a - b).powi(2)).sum()
+                };
+                let best = (0..set.len())
+                    .min_by(|&i, &j| d2(i).total_cmp(&d2(j)))
+                    .unwrap();
+                assert_eq!(d2(nearest.nearest(q)), d2(best), "dimension {dim}");
+            }
+        }
+        assert!(NearestPoint::new(&Points::new(3)).is_none());
     }
 
     #[test]

@@ -216,10 +216,56 @@ pub fn learn(
     })
 }
 
+/// Why `bend_prior` is set but not used, if it is: it is about where a path through positions turns,
+/// and selects among states already far from the demonstrations by d_r.
+fn bend_prior_unused(task: &Task, cfg: &LearnConfig) -> Option<String> {
+    if !cfg.bend_prior {
+        return None;
+    }
+    if cfg.method != Method::Pucl {
+        return Some(format!(
+            "bend_prior is set but unused: it applies to PUCL, not {:?}",
+            cfg.method
+        ));
+    }
+    if PolicySpace::of(task) != Ok(PolicySpace::Position) {
+        return Some(
+            "bend_prior is set but unused: it applies to position constraints, and this one reads \
+             velocities"
+                .into(),
+        );
+    }
+    if cfg.identify.d_r.is_none() {
+        return Some(
+            "bend_prior is set but unused: its window is measured in identify.d_r, and these \
+             settings select by percentile"
+                .into(),
+        );
+    }
+    None
+}
+
+/// What the learner says about its settings before it starts, beside the derived ones: a setting it
+/// will not use, and how much of the demonstrations the bend prior finds turning.
+pub fn settings_notes(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
+    if let Some(why) = bend_prior_unused(task, cfg) {
+        return vec![why];
+    }
+    demonstration_bends(task, demos, cfg)
+        .map(|b| {
+            format!(
+                "bend_prior: {:.0} % of the demonstrated points lie on a turn; a proposal's state \
+                 can be reliable infeasible only where it faces one",
+                100.0 * b.bent_fraction()
+            )
+        })
+        .into_iter()
+        .collect()
+}
+
 /// Where the demonstrations turn, for PUCL on a position constraint with `bend_prior`.
 fn demonstration_bends(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Option<bends::Bends> {
-    let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
-    if !(cfg.bend_prior && position && cfg.method == Method::Pucl) {
+    if !cfg.bend_prior || bend_prior_unused(task, cfg).is_some() {
         return None;
     }
     let d_r = cfg.identify.d_r?;
@@ -690,6 +736,38 @@ mod tests {
         let demos = DemoSet::load(&root.join("data/demos/reach_velocity_3d.csv"), &task).unwrap();
         let cfg = LearnConfig::for_task(task.name(), None).unwrap();
         (task, demos, cfg)
+    }
+
+    #[test]
+    fn a_bend_prior_that_cannot_apply_is_named_as_unused() {
+        let (task, demos, mut cfg) = velocity_task_and_demos();
+        assert!(
+            settings_notes(&task, &demos, &cfg).is_empty(),
+            "off: nothing to say"
+        );
+        cfg.bend_prior = true;
+        let said = settings_notes(&task, &demos, &cfg).join("\n");
+        assert!(
+            said.contains("unused") && said.contains("velocities"),
+            "{said}"
+        );
+        assert!(demonstration_bends(&task, &demos, &cfg).is_none());
+        let task = Task::load("point_ellipse_2d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
+        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        cfg.bend_prior = true;
+        let said = settings_notes(&task, &demos, &cfg).join("\n");
+        assert!(said.contains("lie on a turn"), "{said}");
+        cfg.method = Method::Bc;
+        let said = settings_notes(&task, &demos, &cfg).join("\n");
+        assert!(said.contains("unused") && said.contains("Bc"), "{said}");
+        (cfg.method, cfg.identify.d_r, cfg.identify.percentile) = (Method::Pucl, None, Some(10.0));
+        let said = settings_notes(&task, &demos, &cfg).join("\n");
+        assert!(
+            said.contains("unused") && said.contains("percentile"),
+            "{said}"
+        );
     }
 
     #[test]
