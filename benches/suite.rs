@@ -24,7 +24,7 @@ use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::{Mlp, Scratch};
 use pucl::learn::{LearnConfig, learn};
 use pucl::report::evaluate::{evaluate_filtered, evaluate_learned};
-use pucl::report::metrics::for_each_grid_point;
+use pucl::report::metrics::grid_confusion;
 use pucl::report::plot::{Scene, Series};
 use pucl::task::Task;
 use pucl::task::suite::{SuiteTask, TaskClass, generate};
@@ -112,16 +112,6 @@ fn median(mut v: Vec<f64>) -> f64 {
     } else {
         0.5 * (v[n / 2 - 1] + v[n / 2])
     }
-}
-
-/// The IoU of the constant prediction "infeasible": infeasible points over all points of the grid.
-fn all_infeasible_iou(task: &Task) -> f64 {
-    let (mut bad, mut all) = (0usize, 0usize);
-    for_each_grid_point(task, |x| {
-        all += 1;
-        bad += usize::from(task.truly_infeasible(x));
-    });
-    bad as f64 / all.max(1) as f64
 }
 
 /// What the bench changes in the settings a new task file gets.
@@ -228,7 +218,7 @@ fn run_task(
         filter_goal_pct: median(f_goal),
         filter_goal_blocked: f_blocked,
         failed,
-        all_infeasible_iou: all_infeasible_iou(task),
+        all_infeasible_iou: grid_confusion(task, |_| true).all_infeasible_iou(),
         seconds: median(secs),
     }
 }

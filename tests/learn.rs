@@ -504,13 +504,20 @@ fn command_range(csv: &Path) -> Vec<(f64, f64)> {
 
 #[test]
 fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_reaches_the_goal() {
-    // Generated tasks nobody tuned for (suite seed 7): the per-axis limits are unknown to the learner,
-    // and the demonstrations use only part of the action box.
+    // Generated tasks nobody tuned for (suite seed 7): the limits are unknown to the learner (00 has
+    // per-axis limits on x and z, 01 one on y and a norm limit), and no demonstration command reaches
+    // a corner of the action box.
     let d = suite("7", "2");
     for name in ["suite7_velocity_00", "suite7_velocity_01"] {
         let (demos, m, v) = learn_and_eval_suite_task(d.path(), name, "0");
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
         assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
+        // The learned limits say more than calling every command infeasible.
+        let (iou, all) = (
+            v["iou"].as_f64().unwrap(),
+            v["all_infeasible_iou"].as_f64().unwrap(),
+        );
+        assert!(iou > all + 0.05, "{name}: {v}");
         // Beyond the demonstrated range of any axis, both ways: infeasible. Stopping and slow
         // commands in every direction: feasible.
         let range = command_range(&demos);

@@ -23,7 +23,8 @@ pub struct EvalArgs {
     /// Seed of the perturbed starts of repeated episodes.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Print exactly one JSON object.
+    /// Print exactly one JSON object: iou, recall, precision, all_infeasible_iou (what calling every
+    /// grid point infeasible scores), unsafe_rate, violating_episodes, goal_reached, mean_return.
     #[arg(long)]
     json: bool,
     /// List the first violating state of every violating episode.
@@ -119,6 +120,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if a.json {
         let v = serde_json::json!({
             "iou": e.iou, "recall": e.recall, "precision": e.precision,
+            "all_infeasible_iou": e.confusion.all_infeasible_iou(),
             "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
             "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
             "mean_return": e.mean_return,
@@ -126,7 +128,11 @@ pub fn run(a: EvalArgs) -> Result<()> {
         println!("{v}");
     } else {
         println!("{} on task '{}'", a.model.display(), task.name());
-        println!("  IoU                 {:.4}", e.iou);
+        println!(
+            "  IoU                 {:.4} (predicting every point infeasible: {:.4})",
+            e.iou,
+            e.confusion.all_infeasible_iou()
+        );
         println!("  recall              {:.4}", e.recall);
         println!("  precision           {:.4}", e.precision);
         println!(

@@ -41,6 +41,11 @@ impl Confusion {
             self.true_infeasible + self.false_feasible + self.false_infeasible,
         )
     }
+    /// The IoU of the constant prediction "every point infeasible": the truly infeasible share of the
+    /// grid. An IoU is read against it: on a grid that is mostly infeasible, a high IoU says little.
+    pub fn all_infeasible_iou(&self) -> f64 {
+        self.ratio(self.truly_infeasible(), self.total())
+    }
     /// TI / (TI + FF).
     pub fn recall(&self) -> f64 {
         self.ratio(
@@ -193,6 +198,7 @@ mod tests {
         };
         assert_eq!(c.iou(), 0.5);
         assert_eq!(c.recall(), 0.75);
+        assert_eq!(c.all_infeasible_iou(), 0.08);
         assert_eq!(c.precision(), 0.6);
         // Everything predicted infeasible: recall 1, precision = base rate.
         let t = Task::load("reach_obstacle_3d").unwrap();

@@ -37,8 +37,13 @@ pub enum PrimitiveSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         rotation_deg: Option<Vec<f64>>,
     },
-    /// Infeasible iff |x_i| > max_abs[i] for any i; `null` leaves an axis unbounded.
-    VelocityLimit { max_abs: Vec<Option<f64>> },
+    /// Infeasible iff |x_i| > max_abs[i] for any i (`null` leaves an axis unbounded) or, with
+    /// `max_norm`, iff the command's Euclidean norm exceeds it (a speed limit in every direction).
+    VelocityLimit {
+        max_abs: Vec<Option<f64>>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_norm: Option<f64>,
+    },
     /// Infeasible iff normal . x <= at_most over the first normal.len() features (the blocked
     /// half-cheetah's wall: normal [1], at_most -3).
     HalfSpace { normal: Vec<f64>, at_most: f64 },
@@ -70,6 +75,8 @@ pub enum Shape {
     },
     VelocityLimit {
         max_abs: Vec<f64>,
+        /// Infinite without a norm limit.
+        max_norm: f64,
     },
     HalfSpace {
         normal: Vec<f64>,
@@ -238,7 +245,7 @@ impl PrimitiveSpec {
                     half_extents: half_extents.clone(),
                 })
             }
-            PrimitiveSpec::VelocityLimit { max_abs } => {
+            PrimitiveSpec::VelocityLimit { max_abs, max_norm } => {
                 if max_abs.is_empty() {
                     return Err("max_abs needs one value (or null) per axis".into());
                 }
@@ -246,7 +253,14 @@ impl PrimitiveSpec {
                 if v.iter().any(|m| m.is_nan() || *m <= 0.0) {
                     return Err("max_abs values must be > 0 (or null for no limit)".into());
                 }
-                Ok(Shape::VelocityLimit { max_abs: v })
+                let max_norm = max_norm.unwrap_or(f64::INFINITY);
+                if max_norm.is_nan() || max_norm <= 0.0 {
+                    return Err(format!("max_norm must be > 0, got {max_norm}"));
+                }
+                Ok(Shape::VelocityLimit {
+                    max_abs: v,
+                    max_norm,
+                })
             }
             PrimitiveSpec::HalfSpace { normal, at_most } => {
                 finite("normal", normal)?;
@@ -294,7 +308,7 @@ impl Shape {
                     2
                 }
             }
-            Shape::VelocityLimit { max_abs } => max_abs.len(),
+            Shape::VelocityLimit { max_abs, .. } => max_abs.len(),
             Shape::HalfSpace { normal, .. } => normal.len(),
         }
     }
@@ -347,7 +361,10 @@ impl Shape {
                 let n = center.len();
                 (0..n).all(|k| local(center, axes, x, k).abs() <= half_extents[k])
             }
-            Shape::VelocityLimit { max_abs } => x.iter().zip(max_abs).any(|(v, m)| v.abs() > *m),
+            Shape::VelocityLimit { max_abs, max_norm } => {
+                x.iter().zip(max_abs).any(|(v, m)| v.abs() > *m)
+                    || (max_norm.is_finite() && norm(&x[..max_abs.len().min(x.len())]) > *max_norm)
+            }
             Shape::HalfSpace { normal, at_most } => {
                 normal.iter().zip(x).map(|(n, v)| n * v).sum::<f64>() <= *at_most
             }
@@ -389,8 +406,9 @@ impl Shape {
                 axes: axes.clone(),
                 half_extents: half_extents.iter().map(|h| h + margin).collect(),
             },
-            Shape::VelocityLimit { max_abs } => Shape::VelocityLimit {
+            Shape::VelocityLimit { max_abs, max_norm } => Shape::VelocityLimit {
                 max_abs: max_abs.iter().map(|m| (m - margin).max(0.0)).collect(),
+                max_norm: (max_norm - margin).max(0.0),
             },
             Shape::HalfSpace { normal, at_most } => Shape::HalfSpace {
                 normal: normal.clone(),
@@ -455,9 +473,17 @@ impl Shape {
                     x[i] += axes[i * n + best] * shift;
                 }
             }
-            Shape::VelocityLimit { max_abs } => {
+            Shape::VelocityLimit { max_abs, max_norm } => {
                 for (v, m) in x.iter_mut().zip(max_abs) {
                     *v = v.clamp(-m, *m);
+                }
+                // Then scaled onto the norm limit: feasible, on the boundary (the exact projection
+                // onto the intersection differs only near the box's edges).
+                let n = norm(&x[..max_abs.len().min(x.len())]);
+                if n > *max_norm {
+                    x.iter_mut()
+                        .take(max_abs.len())
+                        .for_each(|v| *v *= max_norm / n);
                 }
             }
             Shape::HalfSpace { normal, at_most } => {
@@ -751,12 +777,40 @@ mod tests {
     fn velocity_limit_unbounded_axis_and_shrinking() {
         let v = PrimitiveSpec::VelocityLimit {
             max_abs: vec![Some(1.0), None, Some(0.4)],
+            max_norm: None,
         }
         .compile()
         .unwrap();
         assert!(v.contains(&[1.01, 0.0, 0.0]));
         assert!(!v.contains(&[1.0, 100.0, -0.4]));
         assert!(v.inflate(0.1).contains(&[0.95, 0.0, 0.0]));
+    }
+
+    #[test]
+    fn velocity_limit_with_a_norm_bounds_the_speed_in_every_direction() {
+        let v = PrimitiveSpec::VelocityLimit {
+            max_abs: vec![Some(1.0), None, None],
+            max_norm: Some(0.8),
+        }
+        .compile()
+        .unwrap();
+        // Inside both limits; beyond the norm only (diagonally); beyond the axis only.
+        assert!(!v.contains(&[0.5, 0.5, 0.0]));
+        assert!(v.contains(&[0.6, 0.6, 0.0]));
+        assert!(!v.contains(&[0.0, 0.79, 0.0]) && v.contains(&[0.0, 0.81, 0.0]));
+        assert!(v.inflate(0.1).contains(&[0.0, 0.71, 0.0]));
+        let mut x = vec![1.5, 1.5, 0.0];
+        v.project_out(&mut x);
+        // Clamped to the x limit, then scaled onto the norm limit.
+        assert!(
+            (norm(&x) - 0.8).abs() < 1e-12 && (x[1] / x[0] - 1.5).abs() < 1e-12,
+            "{x:?}"
+        );
+        let bad = PrimitiveSpec::VelocityLimit {
+            max_abs: vec![None, None],
+            max_norm: Some(-1.0),
+        };
+        assert!(bad.compile().unwrap_err().contains("max_norm"));
     }
 
     #[test]

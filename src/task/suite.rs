@@ -1,14 +1,15 @@
 //! A generated suite of tasks nobody tuned for: the check that learning carries beyond the paper's
 //! tasks. From a seed it makes 2-D and 3-D position tasks with 1-3 obstacles of every primitive
 //! (ellipsoid, cylinder, box, rotated or not) placed so that the straight line from most starts to the
-//! goal is blocked, and velocity tasks with random per-axis limits. Each task keeps the dynamics,
-//! goal, reward and workspace of a built-in task of its class and is checked to be solvable by the
-//! expert; the evaluation grid covers the obstacles (position) or the whole action box (velocity).
+//! goal is blocked, and velocity tasks with random per-axis and norm limits. Each task keeps the
+//! dynamics and reward of a built-in task of its class (position tasks also its goal and workspace;
+//! velocity tasks get starts all round their goal) and is checked to be solvable by the expert; the
+//! evaluation grid covers the obstacles (position) or the whole action box (velocity).
 use crate::demos::DemoSet;
 use crate::error::{Error, Result};
 use crate::task::expert::{ExpertOptions, generate as expert_demos};
 use crate::task::shape::PrimitiveSpec;
-use crate::task::spec::{GridAxisSpec, TaskSpec};
+use crate::task::spec::{BoundsSpec, GridAxisSpec, TaskSpec};
 use crate::task::{BUILTIN, Task};
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -222,8 +223,11 @@ fn spatial(spec: &mut TaskSpec, rng: &mut ChaCha8Rng) {
         format!("Generated 3-D task: {n} obstacle(s) between the starts and the goal.");
 }
 
-/// Velocity: random per-axis limits (at least one axis bounded, every bounded axis below the action
-/// box), evaluated on the whole action box.
+/// Velocity: random per-axis limits and, on some tasks, a limit on the command's norm (at least one
+/// limit, every one below the action box), evaluated on the whole action box. The starts surround the
+/// goal, so that the demonstrations move in every direction: a limit is learned only where some
+/// demonstration runs into it, and with the template's starts (all on one side of the goal) every
+/// demonstration runs into the same one (docs/RESULTS.md, "Tasks nobody tuned for").
 fn velocity(spec: &mut TaskSpec, rng: &mut ChaCha8Rng) {
     let d = spec.action.len();
     let box_limit = spec
@@ -238,11 +242,16 @@ fn velocity(spec: &mut TaskSpec, rng: &mut ChaCha8Rng) {
                 .then(|| uniform(rng, 0.35, 0.95) * box_limit[k])
         })
         .collect();
-    if max_abs.iter().all(Option::is_none) {
+    let fastest_axis = box_limit.iter().copied().fold(0.0, f64::max);
+    let max_norm = rng
+        .random_bool(0.5)
+        .then(|| uniform(rng, 0.5, 1.0) * fastest_axis);
+    if max_abs.iter().all(Option::is_none) && max_norm.is_none() {
         let k = rng.random_range(0..d);
         max_abs[k] = Some(uniform(rng, 0.35, 0.95) * box_limit[k]);
     }
-    spec.true_constraint = vec![PrimitiveSpec::VelocityLimit { max_abs }];
+    spec.true_constraint = vec![PrimitiveSpec::VelocityLimit { max_abs, max_norm }];
+    surround_the_goal(spec, rng);
     // Slower limits need longer episodes to reach the goal.
     spec.horizon = 300;
     spec.evaluation.grid = box_limit
@@ -254,7 +263,36 @@ fn velocity(spec: &mut TaskSpec, rng: &mut ChaCha8Rng) {
             ..GridAxisSpec::default()
         })
         .collect();
-    spec.description = "Generated velocity task: per-axis limits on the command.".into();
+    spec.description =
+        "Generated velocity task: per-axis (and norm) limits on the command, starts all round the goal."
+            .into();
+}
+
+/// Starts of a velocity task: 12 directions spread evenly over the sphere (a Fibonacci lattice,
+/// turned by a random angle about the vertical), 0.2-0.3 m from a goal in the middle of a free
+/// workspace 0.8 m wide (the template's blocking cylinder is left out: nothing but the limits shapes
+/// the demonstrations).
+fn surround_the_goal(spec: &mut TaskSpec, rng: &mut ChaCha8Rng) {
+    const STARTS: usize = 12;
+    let goal = [0.55, 0.0, 0.3];
+    let half = 0.4;
+    spec.goal.position = goal.to_vec();
+    spec.dynamics.blocking.clear();
+    spec.dynamics.bounds = Some(BoundsSpec {
+        lower: goal.iter().map(|g| g - half).collect(),
+        upper: goal.iter().map(|g| g + half).collect(),
+    });
+    let yaw = uniform(rng, 0.0, std::f64::consts::TAU);
+    let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+    spec.starts = (0..STARTS)
+        .map(|k| {
+            let z = 1.0 - 2.0 * (k as f64 + 0.5) / STARTS as f64;
+            let (r, phi) = ((1.0 - z * z).sqrt(), yaw + golden * k as f64);
+            let dist = uniform(rng, 0.2, 0.3);
+            let dir = [r * phi.cos(), r * phi.sin(), z];
+            (0..3).map(|j| goal[j] + dist * dir[j]).collect()
+        })
+        .collect();
 }
 
 /// A grid of `count` points per axis over the obstacles' bounding box, grown by a third of its size,

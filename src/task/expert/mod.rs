@@ -15,7 +15,7 @@ use crate::task::{Feature, Task};
 use planner::Planner;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use tracking::PathFollower;
+use tracking::{PathFollower, SpeedLimits};
 
 /// How many demonstrations and from where.
 #[derive(Debug, Clone)]
@@ -147,8 +147,8 @@ pub fn trained(
 pub struct Expert<'a> {
     task: &'a Task,
     planner: Planner,
-    /// Per-axis speed limits in action units (velocity constraints shrunk by the margin).
-    speed_limits: Vec<f64>,
+    /// Speed limits in action units (velocity constraints shrunk by the margin).
+    speed_limits: SpeedLimits,
 }
 
 impl<'a> Expert<'a> {
@@ -166,15 +166,17 @@ impl<'a> Expert<'a> {
             && task.feature_dim() == m;
         let mut obstacles: Vec<Shape> = task.blocking.iter().map(|s| s.inflate(margin)).collect();
         let mut speed_limits = vec![f64::INFINITY; m];
+        let mut speed_norm = f64::INFINITY;
         if on_position {
             obstacles.extend(task.true_constraint.iter().map(|s| s.inflate(margin)));
         } else if on_action {
             for s in &task.true_constraint {
                 match s.inflate(margin) {
-                    Shape::VelocityLimit { max_abs } => {
+                    Shape::VelocityLimit { max_abs, max_norm } => {
                         for (l, v) in speed_limits.iter_mut().zip(max_abs) {
                             *l = l.min(v);
                         }
+                        speed_norm = speed_norm.min(max_norm);
                     }
                     _ => {
                         return Err(Error::task(
@@ -192,7 +194,7 @@ impl<'a> Expert<'a> {
                 "the expert handles constraints on the position components or on the action components (in order)",
             ));
         }
-        if speed_limits.iter().any(|l| *l <= 0.0) {
+        if speed_limits.iter().any(|l| *l <= 0.0) || speed_norm <= 0.0 {
             return Err(Error::task(
                 task.name(),
                 "expert.margin",
@@ -203,7 +205,10 @@ impl<'a> Expert<'a> {
         Ok(Expert {
             task,
             planner,
-            speed_limits,
+            speed_limits: SpeedLimits {
+                per_axis: speed_limits,
+                norm: speed_norm,
+            },
         })
     }
 

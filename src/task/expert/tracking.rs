@@ -3,6 +3,14 @@
 use crate::task::sim::Policy;
 use crate::task::{ActionLimit, Task};
 
+/// The expert's speed limits in action units (a velocity constraint's, shrunk by the margin): per
+/// axis, and on the command's norm (infinite where there is none).
+#[derive(Debug, Clone)]
+pub(super) struct SpeedLimits {
+    pub(super) per_axis: Vec<f64>,
+    pub(super) norm: f64,
+}
+
 /// Tracks a polyline exactly: each step lands on the path, as far along as the limits allow.
 pub(super) struct PathFollower<'a> {
     task: &'a Task,
@@ -11,12 +19,12 @@ pub(super) struct PathFollower<'a> {
     cum: Vec<f64>,
     /// Arc length reached so far.
     s: f64,
-    speed_limits: Vec<f64>,
+    speed_limits: SpeedLimits,
     target: Vec<f64>,
 }
 
 impl<'a> PathFollower<'a> {
-    pub(super) fn new(task: &'a Task, pts: Vec<Vec<f64>>, speed_limits: Vec<f64>) -> Self {
+    pub(super) fn new(task: &'a Task, pts: Vec<Vec<f64>>, speed_limits: SpeedLimits) -> Self {
         let mut cum = vec![0.0];
         for w in pts.windows(2) {
             let l = w[0]
@@ -67,8 +75,9 @@ impl<'a> PathFollower<'a> {
         }
         let within_speed = action
             .iter()
-            .zip(&self.speed_limits)
-            .all(|(a, l)| a.abs() <= *l);
+            .zip(&self.speed_limits.per_axis)
+            .all(|(a, l)| a.abs() <= *l)
+            && action.iter().map(|a| a * a).sum::<f64>().sqrt() <= self.speed_limits.norm;
         let within_limit = match &self.task.action_limit {
             ActionLimit::Norm(c) => action.iter().map(|a| a * a).sum::<f64>().sqrt() <= *c,
             ActionLimit::Box(b) => action.iter().zip(b).all(|(a, l)| a.abs() <= *l),
