@@ -113,6 +113,20 @@ impl Points {
     }
 }
 
+/// `f::<DIM>(args)` for a dimension a k-d tree is built for (const generic, up to the cheetah's
+/// 18), else `beyond` (an exhaustive search).
+macro_rules! by_tree_dim {
+    ($dim:expr, $f:ident $args:tt, $beyond:expr) => {
+        by_tree_dim!(@ $dim, $f $args, $beyond; 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18)
+    };
+    (@ $dim:expr, $f:ident $args:tt, $beyond:expr; $($k:literal)*) => {
+        match $dim {
+            $($k => $f::<$k> $args,)*
+            _ => $beyond,
+        }
+    };
+}
+
 /// The kNN score S_D: mean distance to the k nearest reference points, for each query point.
 pub fn knn_scores(
     reference: &Points,
@@ -131,16 +145,11 @@ pub fn knn_scores(
             reference.dim, queries.dim
         )));
     }
-    macro_rules! dispatch {
-        ($($k:literal)*) => {
-            match reference.dim {
-                $($k => scores_k::<$k>(reference, queries, k, metric),)*
-                _ => Ok(scores_exhaustive(reference, queries, k, metric)),
-            }
-        };
-    }
-    // A k-d tree per dimension up to the cheetah's 18; beyond, an exhaustive search.
-    dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18)
+    by_tree_dim!(
+        reference.dim,
+        scores_k(reference, queries, k, metric),
+        Ok(scores_exhaustive(reference, queries, k, metric))
+    )
 }
 
 /// The kNN score by comparing every pair (any dimension).
@@ -221,15 +230,7 @@ impl NearestPoint {
         if points.is_empty() {
             return None;
         }
-        macro_rules! dispatch {
-            ($($k:literal)*) => {
-                match points.dim {
-                    $($k => nearest_tree::<$k>(points),)*
-                    _ => None,
-                }
-            };
-        }
-        let find = dispatch!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18).unwrap_or_else(|| {
+        let find = by_tree_dim!(points.dim, nearest_tree(points), None).unwrap_or_else(|| {
             let points = points.clone();
             Box::new(move |q: &[f64]| {
                 let d2 = |p: &[f64]| q.iter().zip(p).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
