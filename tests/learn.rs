@@ -483,8 +483,8 @@ fn models_of_the_wrong_dimension_or_corrupt_files_are_refused() {
     }
 }
 
-/// The demonstrated range of each command axis in a demonstrations CSV (columns ax, ay, az).
-fn command_range(csv: &Path) -> Vec<(f64, f64)> {
+/// The demonstrated commands in a demonstrations CSV (columns ax, ay, az).
+fn commands(csv: &Path) -> Vec<[f64; 3]> {
     let text = std::fs::read_to_string(csv).unwrap();
     let mut lines = text.lines();
     let header: Vec<&str> = lines.next().unwrap().split(',').collect();
@@ -492,18 +492,51 @@ fn command_range(csv: &Path) -> Vec<(f64, f64)> {
         .iter()
         .map(|c| header.iter().position(|h| h == c).unwrap())
         .collect();
-    let mut range = vec![(f64::INFINITY, f64::NEG_INFINITY); 3];
-    for line in lines {
-        let f: Vec<f64> = line.split(',').map(|v| v.parse().unwrap()).collect();
-        for (k, &c) in cols.iter().enumerate() {
-            range[k] = (range[k].0.min(f[c]), range[k].1.max(f[c]));
+    lines
+        .map(|line| {
+            let f: Vec<f64> = line.split(',').map(|v| v.parse().unwrap()).collect();
+            [f[cols[0]], f[cols[1]], f[cols[2]]]
+        })
+        .collect()
+}
+
+/// The demonstrated range of each command axis.
+fn command_range(commands: &[[f64; 3]]) -> Vec<(f64, f64)> {
+    (0..3)
+        .map(|k| {
+            commands
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), a| {
+                    (lo.min(a[k]), hi.max(a[k]))
+                })
+        })
+        .collect()
+}
+
+/// Commands between demonstrated ones: 0.8 times the midpoint of the fastest demonstrated commands
+/// along two different axes (either sign), so inside the convex hull of the demonstrated commands
+/// and zero, and away from each of them.
+fn between_commands(commands: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let mut extreme = Vec::new();
+    for k in 0..3 {
+        let by_k = |a: &&[f64; 3], b: &&[f64; 3]| a[k].total_cmp(&b[k]);
+        extreme.push((k, *commands.iter().max_by(by_k).unwrap()));
+        extreme.push((k, *commands.iter().min_by(by_k).unwrap()));
+    }
+    let mut out = Vec::new();
+    for (i, (ki, a)) in extreme.iter().enumerate() {
+        for (kj, b) in &extreme[i + 1..] {
+            if ki != kj {
+                out.push([0, 1, 2].map(|k| 0.4 * (a[k] + b[k])));
+            }
         }
     }
-    range
+    out
 }
 
 #[test]
-fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_reaches_the_goal() {
+fn a_new_velocity_task_learns_the_hull_of_its_demonstrated_commands_no_wider_stays_safe_and_reaches_the_goal()
+ {
     // Generated tasks nobody tuned for (suite seed 7): the limits are unknown to the learner (00 has
     // per-axis limits on x and z, 01 one on y and a norm limit), and no demonstration command reaches
     // a corner of the action box.
@@ -520,7 +553,8 @@ fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_re
         assert!(iou > all + 0.05, "{name}: {v}");
         // Beyond the demonstrated range of any axis, both ways: infeasible. Stopping and slow
         // commands in every direction: feasible.
-        let range = command_range(&demos);
+        let shown = commands(&demos);
+        let range = command_range(&shown);
         let fastest = range.iter().map(|(l, h)| h.max(-l)).fold(0.0, f64::max);
         let mut points = vec![[0.0; 3]];
         for k in 0..3 {
@@ -530,6 +564,9 @@ fn a_new_velocity_task_learns_no_wider_than_its_demonstrations_stays_safe_and_re
                 points.push(slow);
             }
         }
+        // Between demonstrated commands that ran into different limits (speed limits are convex):
+        // feasible. Without the convex prior PUCL labelled some of them infeasible.
+        points.extend(between_commands(&shown));
         let feasible_until = points.len();
         for (k, (lo, hi)) in range.iter().enumerate() {
             let mut far = [0.0; 3];

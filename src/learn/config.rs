@@ -117,6 +117,15 @@ pub struct LearnConfig {
     /// took. Position constraints ignore it. Absent from model files written before it existed: off.
     #[serde(default)]
     pub support_prior: bool,
+    /// Velocity constraints: convex combinations of three demonstrated commands count as
+    /// demonstrated (D fills the convex hull of the demonstrated commands). Speed limits per axis, on
+    /// the norm, or any intersection of half-spaces are convex, so a command between demonstrated
+    /// ones is within them; without it, the commands between demonstrations that each ran into a
+    /// different limit are far from all of them and PUCL labels them infeasible. Position
+    /// constraints ignore it (an obstacle is not convex in the free space). Absent from model files
+    /// written before it existed: off.
+    #[serde(default)]
+    pub convex_prior: bool,
     /// Proposals per demonstration from states along it (besides its start), each compared with the
     /// rest of that demonstration: an expert's path is optimal from every state on it, so a shorter
     /// way from there that leaves the demonstrations probes what they went around. Absent from model

@@ -451,15 +451,17 @@ fn initial_zeta(demo_points: &Points, cfg: &LearnConfig, seed: u64) -> Mlp {
 /// Fractions of each demonstrated command that the star-shaped prior adds to D (zero once).
 const STAR_PRIOR_FRACTIONS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
 
-/// D in feature space: the demonstrations' points and, for a velocity constraint with
-/// `star_prior`, the zero command and points on the segments from it to each demonstrated command.
+/// D in feature space: the demonstrations' points and, for a velocity constraint, with `star_prior`
+/// the zero command and points on the segments from it to each demonstrated command, with
+/// `convex_prior` points of the demonstrated commands' convex hull.
 pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Points {
     let mut d = Points {
         dim: task.feature_dim(),
         data: demos.feature_points(task),
     };
-    if cfg.star_prior && PolicySpace::of(task) == Ok(PolicySpace::Velocity) {
-        let demonstrated = d.data.clone();
+    let velocity = PolicySpace::of(task) == Ok(PolicySpace::Velocity);
+    let demonstrated = if velocity { d.data.clone() } else { Vec::new() };
+    if cfg.star_prior && velocity {
         d.data.extend(std::iter::repeat_n(0.0, d.dim));
         for a in demonstrated.chunks(d.dim) {
             for f in STAR_PRIOR_FRACTIONS {
@@ -470,7 +472,7 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
             // Slow commands in every direction: a lattice over the slow box.
             let (_, _, slow) = demonstrated_range(&Points {
                 dim: d.dim,
-                data: demonstrated,
+                data: demonstrated.clone(),
             });
             let per_axis: usize = if d.dim <= 3 { 5 } else { 3 };
             for i in 0..per_axis.pow(d.dim as u32) {
@@ -483,7 +485,41 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
             }
         }
     }
+    if cfg.convex_prior && velocity {
+        d.extend(&convex_combinations(&demonstrated, d.dim));
+    }
     d
+}
+
+/// Convex combinations the convex prior adds to D, per demonstrated command.
+const CONVEX_PRIOR_PER_COMMAND: usize = 4;
+
+/// Points of the convex hull of the demonstrated commands (row-major `shown`): each a combination
+/// of three of them with weights drawn uniformly from the simplex. Seeded by a constant, so D
+/// depends on the demonstrations alone.
+fn convex_combinations(shown: &[f64], dim: usize) -> Points {
+    let mut out = Points::new(dim);
+    let n = shown.len().checked_div(dim).unwrap_or(0);
+    if n < 2 {
+        return out;
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(0xc0_4e_c5);
+    let mut x = vec![0.0; dim];
+    for _ in 0..CONVEX_PRIOR_PER_COMMAND * n {
+        // Uniform on the simplex: differences of two sorted uniforms.
+        let (u, v): (f64, f64) = (rng.random(), rng.random());
+        let (a, b) = (u.min(v), u.max(v));
+        let w = [a, b - a, 1.0 - b];
+        x.fill(0.0);
+        for wk in w {
+            let i = rng.random_range(0..n);
+            for (xj, sj) in x.iter_mut().zip(&shown[i * dim..(i + 1) * dim]) {
+                *xj += wk * sj;
+            }
+        }
+        out.push(&x);
+    }
+    out
 }
 
 /// The demonstrated range of every axis, widened to include the slow commands (each axis within
@@ -811,6 +847,43 @@ mod tests {
         assert_eq!(
             completed_dsm(&task, &demos, &cfg).velocity_reference,
             Some(vec![0.0; 3])
+        );
+    }
+
+    #[test]
+    fn convex_prior_adds_feasible_commands_between_the_demonstrated_ones_and_only_there() {
+        let (task, demos, mut cfg) = velocity_task_and_demos();
+        cfg.convex_prior = false;
+        let without = demonstrated_points(&task, &demos, &cfg);
+        cfg.convex_prior = true;
+        let with = demonstrated_points(&task, &demos, &cfg);
+        let shown = demos.feature_points(&task).len() / 3;
+        assert_eq!(with.len(), without.len() + CONVEX_PRIOR_PER_COMMAND * shown);
+        assert_eq!(&with.data[..without.data.len()], &without.data[..]);
+        let added: Vec<&[f64]> = with.rows().skip(without.len()).collect();
+        // Speed limits are convex, so every point between feasible commands is feasible.
+        assert!(added.iter().all(|p| !task.truly_infeasible(p)));
+        // And the prior fills gaps: some added commands are far from everything D had.
+        let d_r = cfg.identify.d_r.unwrap();
+        let far = added
+            .iter()
+            .filter(|p| {
+                without.rows().all(|q| {
+                    let d2: f64 = p.iter().zip(q).map(|(a, b)| (a - b).powi(2)).sum();
+                    d2 > (0.25 * d_r).powi(2)
+                })
+            })
+            .count();
+        assert!(far > 0, "no added command is d_r/4 from D");
+        // Position constraints: obstacles are not convex in free space, so nothing is added.
+        let task = Task::load("point_ellipse_2d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
+        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        cfg.convex_prior = true;
+        assert_eq!(
+            demonstrated_points(&task, &demos, &cfg).len(),
+            demos.feature_points(&task).len() / 2
         );
     }
 
