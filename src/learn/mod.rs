@@ -459,21 +459,21 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
         dim: task.feature_dim(),
         data: demos.feature_points(task),
     };
-    let velocity = PolicySpace::of(task) == Ok(PolicySpace::Velocity);
-    let demonstrated = if velocity { d.data.clone() } else { Vec::new() };
-    if cfg.star_prior && velocity {
+    if PolicySpace::of(task) != Ok(PolicySpace::Velocity) {
+        return d;
+    }
+    // The demonstrated commands, which both priors read while D grows.
+    let shown = d.clone();
+    if cfg.star_prior {
         d.data.extend(std::iter::repeat_n(0.0, d.dim));
-        for a in demonstrated.chunks(d.dim) {
+        for a in shown.rows() {
             for f in STAR_PRIOR_FRACTIONS {
                 d.data.extend(a.iter().map(|c| f * c));
             }
         }
         if cfg.support_prior {
             // Slow commands in every direction: a lattice over the slow box.
-            let (_, _, slow) = demonstrated_range(&Points {
-                dim: d.dim,
-                data: demonstrated.clone(),
-            });
+            let (_, _, slow) = demonstrated_range(&shown);
             let per_axis: usize = if d.dim <= 3 { 5 } else { 3 };
             for i in 0..per_axis.pow(d.dim as u32) {
                 let mut j = i;
@@ -485,8 +485,8 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
             }
         }
     }
-    if cfg.convex_prior && velocity {
-        d.extend(&convex_combinations(&demonstrated, d.dim));
+    if cfg.convex_prior {
+        d.extend(&convex_combinations(&shown.data, d.dim));
     }
     d
 }
