@@ -534,8 +534,36 @@ fn between_commands(commands: &[[f64; 3]]) -> Vec<[f64; 3]> {
     out
 }
 
+/// 0.8 times the corners of the demonstrated ranges of two axes (the third at zero) that are no
+/// faster than the fastest demonstrated command, where no demonstrated command comes within a
+/// tenth of the fastest speed: outside the demonstrations, inside every per-axis and norm limit
+/// that they obey.
+fn corner_commands(commands: &[[f64; 3]]) -> Vec<[f64; 3]> {
+    let range = command_range(commands);
+    let norm = |a: &[f64; 3]| a.iter().map(|c| c * c).sum::<f64>().sqrt();
+    let fastest = commands.iter().map(norm).fold(0.0, f64::max);
+    let mut out = Vec::new();
+    for (i, j) in [(0, 1), (0, 2), (1, 2)] {
+        for ei in [range[i].0, range[i].1] {
+            for ej in [range[j].0, range[j].1] {
+                let mut c = [0.0; 3];
+                c[i] = 0.8 * ei;
+                c[j] = 0.8 * ej;
+                let away = commands.iter().all(|a| {
+                    let d = [a[0] - c[0], a[1] - c[1], a[2] - c[2]];
+                    norm(&d) > 0.1 * fastest
+                });
+                if norm(&c) <= 0.8 * fastest && away {
+                    out.push(c);
+                }
+            }
+        }
+    }
+    out
+}
+
 #[test]
-fn a_new_velocity_task_learns_the_hull_of_its_demonstrated_commands_no_wider_stays_safe_and_reaches_the_goal()
+fn a_new_velocity_task_learns_the_per_axis_and_norm_limits_its_commands_obey_no_wider_stays_safe_and_reaches_the_goal()
  {
     // Generated tasks nobody tuned for (suite seed 7): the limits are unknown to the learner (00 has
     // per-axis limits on x and z, 01 one on y and a norm limit), and no demonstration command reaches
@@ -567,6 +595,15 @@ fn a_new_velocity_task_learns_the_hull_of_its_demonstrated_commands_no_wider_sta
         // Between demonstrated commands that ran into different limits (speed limits are convex):
         // feasible. Without the convex prior PUCL labelled some of them infeasible.
         points.extend(between_commands(&shown));
+        // Corners of the demonstrated ranges that no demonstration reached, within the fastest
+        // demonstrated speed: feasible (per-axis and norm limits; the limit prior).
+        // (00's limits are per axis, so it has such corners; 01's norm limit leaves none.)
+        let corners = corner_commands(&shown);
+        assert!(
+            name.ends_with("01") || !corners.is_empty(),
+            "{name}: no corner"
+        );
+        points.extend(corners);
         let feasible_until = points.len();
         for (k, (lo, hi)) in range.iter().enumerate() {
             let mut far = [0.0; 3];

@@ -122,10 +122,20 @@ pub struct LearnConfig {
     /// the norm, or any intersection of half-spaces are convex, so a command between demonstrated
     /// ones is within them; without it, the commands between demonstrations that each ran into a
     /// different limit are far from all of them and PUCL labels them infeasible. Position
-    /// constraints ignore it (an obstacle is not convex in the free space). Absent from model files
-    /// written before it existed: off.
+    /// constraints ignore it (an obstacle is not convex in the free space). With `limit_prior`, whose
+    /// set holds the hull, it adds nothing. Absent from model files written before it existed: off.
     #[serde(default)]
     pub convex_prior: bool,
+    /// Velocity constraints: commands within the demonstrated range of every axis (widened to the
+    /// slow commands) and no faster than the fastest demonstrated command count as demonstrated.
+    /// That set is the tightest per-axis-and-norm speed limit the demonstrations obey, so it lies
+    /// within any such limit that they obey, and it holds the convex hull (the convex prior then
+    /// adds nothing). It reaches the corners of a per-axis limit that no demonstration ran into.
+    /// Wrong for a limit that couples the axes (a rotated box): switch it off there, and the
+    /// convex prior still holds. Position constraints ignore it. Absent from model files written
+    /// before it existed: off.
+    #[serde(default)]
+    pub limit_prior: bool,
     /// Proposals per demonstration from states along it (besides its start), each compared with the
     /// rest of that demonstration: an expert's path is optimal from every state on it, so a shorter
     /// way from there that leaves the demonstrations probes what they went around. Absent from model

@@ -453,6 +453,7 @@ const STAR_PRIOR_FRACTIONS: [f64; 4] = [0.2, 0.4, 0.6, 0.8];
 
 /// D in feature space: the demonstrations' points and, for a velocity constraint, with `star_prior`
 /// the zero command and points on the segments from it to each demonstrated command, with
+/// `limit_prior` points within the demonstrated range of every axis and speed, else with
 /// `convex_prior` points of the demonstrated commands' convex hull.
 pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Points {
     let mut d = Points {
@@ -485,25 +486,67 @@ pub(crate) fn demonstrated_points(task: &Task, demos: &DemoSet, cfg: &LearnConfi
             }
         }
     }
-    if cfg.convex_prior {
+    if cfg.limit_prior {
+        // Its set holds the convex hull: the convex prior would add nothing.
+        d.extend(&within_limits(&shown));
+    } else if cfg.convex_prior {
         d.extend(&convex_combinations(&shown.data, d.dim));
     }
     d
+}
+
+/// The seed of the convex and limit priors' samples: a constant, so D depends on the demonstrations
+/// alone.
+const PRIOR_SEED: u64 = 0xc0_4e_c5;
+
+/// Commands the limit prior adds to D, per demonstrated command.
+const LIMIT_PRIOR_PER_COMMAND: usize = 4;
+
+/// Uniform samples of the tightest per-axis-and-norm limit the demonstrated commands (`shown`)
+/// obey: within the demonstrated range of every axis (widened to the slow commands, as the support
+/// prior's range) and no faster than the fastest of them.
+fn within_limits(shown: &Points) -> Points {
+    let dim = shown.dim;
+    let mut out = Points::new(dim);
+    if shown.len() < 2 {
+        return out;
+    }
+    let (lo, hi, _) = demonstrated_range(shown);
+    let fastest = shown
+        .rows()
+        .map(|r| r.iter().map(|c| c * c).sum::<f64>())
+        .fold(0.0, f64::max);
+    let mut rng = ChaCha8Rng::seed_from_u64(PRIOR_SEED);
+    let mut x = vec![0.0; dim];
+    let want = LIMIT_PRIOR_PER_COMMAND * shown.len();
+    // The ball holds every demonstrated command and so the slow box's centre: rejection sampling
+    // keeps a good share of the draws (at least the hull's share of the box).
+    for _ in 0..100 * want {
+        if out.len() == want {
+            break;
+        }
+        for k in 0..dim {
+            x[k] = rng.random_range(lo[k]..=hi[k]);
+        }
+        if x.iter().map(|c| c * c).sum::<f64>() <= fastest {
+            out.push(&x);
+        }
+    }
+    out
 }
 
 /// Convex combinations the convex prior adds to D, per demonstrated command.
 const CONVEX_PRIOR_PER_COMMAND: usize = 4;
 
 /// Points of the convex hull of the demonstrated commands (row-major `shown`): each a combination
-/// of three of them with weights drawn uniformly from the simplex. Seeded by a constant, so D
-/// depends on the demonstrations alone.
+/// of three of them with weights drawn uniformly from the simplex.
 fn convex_combinations(shown: &[f64], dim: usize) -> Points {
     let mut out = Points::new(dim);
     let n = shown.len().checked_div(dim).unwrap_or(0);
     if n < 2 {
         return out;
     }
-    let mut rng = ChaCha8Rng::seed_from_u64(0xc0_4e_c5);
+    let mut rng = ChaCha8Rng::seed_from_u64(PRIOR_SEED);
     let mut x = vec![0.0; dim];
     for _ in 0..CONVEX_PRIOR_PER_COMMAND * n {
         // Uniform on the simplex: differences of two sorted uniforms.
@@ -853,6 +896,8 @@ mod tests {
     #[test]
     fn convex_prior_adds_feasible_commands_between_the_demonstrated_ones_and_only_there() {
         let (task, demos, mut cfg) = velocity_task_and_demos();
+        // The limit prior holds the hull and replaces it.
+        cfg.limit_prior = false;
         cfg.convex_prior = false;
         let without = demonstrated_points(&task, &demos, &cfg);
         cfg.convex_prior = true;
@@ -881,6 +926,59 @@ mod tests {
         let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
         let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
         cfg.convex_prior = true;
+        assert_eq!(
+            demonstrated_points(&task, &demos, &cfg).len(),
+            demos.feature_points(&task).len() / 2
+        );
+    }
+
+    #[test]
+    fn limit_prior_adds_commands_within_every_demonstrated_range_and_speed_beyond_the_hull() {
+        let (task, demos, mut cfg) = velocity_task_and_demos();
+        assert!(cfg.limit_prior, "on by default (config/learn/default.yaml)");
+        cfg.limit_prior = false;
+        cfg.convex_prior = false;
+        let without = demonstrated_points(&task, &demos, &cfg);
+        cfg.limit_prior = true;
+        let with = demonstrated_points(&task, &demos, &cfg);
+        let shown = Points {
+            dim: 3,
+            data: demos.feature_points(&task),
+        };
+        assert_eq!(
+            with.len(),
+            without.len() + LIMIT_PRIOR_PER_COMMAND * shown.len()
+        );
+        assert_eq!(&with.data[..without.data.len()], &without.data[..]);
+        let (lo, hi, _) = demonstrated_range(&shown);
+        let fastest = shown
+            .rows()
+            .map(|r| r.iter().map(|c| c * c).sum::<f64>().sqrt())
+            .fold(0.0, f64::max);
+        let added: Vec<&[f64]> = with.rows().skip(without.len()).collect();
+        for p in &added {
+            assert!((0..3).all(|k| lo[k] <= p[k] && p[k] <= hi[k]), "{p:?}");
+            assert!(p.iter().map(|c| c * c).sum::<f64>().sqrt() <= fastest);
+            // This task's limit is per axis: the prior's set lies within it.
+            assert!(!task.truly_infeasible(p), "{p:?}");
+        }
+        // Beyond the hull: no demonstration ran fast to +y while climbing (+z), and the prior
+        // reaches that corner of the per-axis limit (the hull has no point there).
+        let corner = |p: &[f64]| p[1] > 0.7 * hi[1] && p[2] > 0.7 * hi[2];
+        assert!(
+            !shown.rows().any(corner),
+            "a demonstration reached the corner"
+        );
+        assert!(
+            added.iter().any(|p| corner(p)),
+            "the prior stops short of the corner"
+        );
+        // Position constraints ignore it.
+        let task = Task::load("point_ellipse_2d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
+        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        cfg.limit_prior = true;
         assert_eq!(
             demonstrated_points(&task, &demos, &cfg).len(),
             demos.feature_points(&task).len() / 2
