@@ -126,8 +126,8 @@ pub struct LearnConfig {
     /// set holds the hull, it adds nothing. Absent from model files written before it existed: off.
     #[serde(default)]
     pub convex_prior: bool,
-    /// Velocity constraints: commands within the demonstrated range of every axis (widened to the
-    /// slow commands) and no faster than the fastest demonstrated command count as demonstrated.
+    /// Velocity constraints: commands within the demonstrated range of every axis (and zero) and no
+    /// faster than the fastest demonstrated command count as demonstrated.
     /// That set is the tightest per-axis-and-norm speed limit the demonstrations obey, so it lies
     /// within any such limit that they obey, and it holds the convex hull (the convex prior then
     /// adds nothing). It reaches the corners of a per-axis limit that no demonstration ran into.

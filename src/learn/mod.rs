@@ -503,15 +503,16 @@ const PRIOR_SEED: u64 = 0xc0_4e_c5;
 const LIMIT_PRIOR_PER_COMMAND: usize = 4;
 
 /// Uniform samples of the tightest per-axis-and-norm limit the demonstrated commands (`shown`)
-/// obey: within the demonstrated range of every axis (widened to the slow commands, as the support
-/// prior's range) and no faster than the fastest of them.
+/// obey: within their range on every axis (and zero) and no faster than the fastest of them. Not
+/// the support prior's range, which the slow commands widen: an axis limited below them would
+/// have its whole face of the box called feasible.
 fn within_limits(shown: &Points) -> Points {
     let dim = shown.dim;
     let mut out = Points::new(dim);
     if shown.len() < 2 {
         return out;
     }
-    let (lo, hi, _) = demonstrated_range(shown);
+    let (lo, hi) = demonstrated_extremes(shown);
     let fastest = shown
         .rows()
         .map(|r| r.iter().map(|c| c * c).sum::<f64>())
@@ -565,9 +566,9 @@ fn convex_combinations(shown: &[f64], dim: usize) -> Points {
     out
 }
 
-/// The demonstrated range of every axis, widened to include the slow commands (each axis within
-/// `SUPPORT_PRIOR_SLOW` of the fastest demonstrated axis command, whose bound is returned too).
-fn demonstrated_range(shown: &Points) -> (Vec<f64>, Vec<f64>, f64) {
+/// The range of every axis over the demonstrated commands and zero (any per-axis limit allows zero
+/// on every axis).
+fn demonstrated_extremes(shown: &Points) -> (Vec<f64>, Vec<f64>) {
     let dim = shown.dim;
     let (mut lo, mut hi) = (vec![0.0_f64; dim], vec![0.0_f64; dim]);
     for r in shown.rows() {
@@ -576,6 +577,15 @@ fn demonstrated_range(shown: &Points) -> (Vec<f64>, Vec<f64>, f64) {
             hi[k] = hi[k].max(r[k]);
         }
     }
+    (lo, hi)
+}
+
+/// The demonstrated range of every axis ([`demonstrated_extremes`]), widened to include the slow
+/// commands (each axis within `SUPPORT_PRIOR_SLOW` of the fastest demonstrated axis command, whose
+/// bound is returned too).
+fn demonstrated_range(shown: &Points) -> (Vec<f64>, Vec<f64>, f64) {
+    let dim = shown.dim;
+    let (mut lo, mut hi) = demonstrated_extremes(shown);
     let fastest = (0..dim).map(|k| hi[k].max(-lo[k])).fold(0.0, f64::max);
     let slow = SUPPORT_PRIOR_SLOW * fastest;
     for k in 0..dim {
@@ -950,7 +960,7 @@ mod tests {
             without.len() + LIMIT_PRIOR_PER_COMMAND * shown.len()
         );
         assert_eq!(&with.data[..without.data.len()], &without.data[..]);
-        let (lo, hi, _) = demonstrated_range(&shown);
+        let (lo, hi) = demonstrated_extremes(&shown);
         let fastest = shown
             .rows()
             .map(|r| r.iter().map(|c| c * c).sum::<f64>().sqrt())
