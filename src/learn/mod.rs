@@ -931,11 +931,17 @@ mod tests {
             .count();
         assert!(far > 0, "no added command is d_r/4 from D");
         // Position constraints: obstacles are not convex in free space, so nothing is added.
+        assert_position_constraint_ignores(|cfg| cfg.convex_prior = true);
+    }
+
+    /// With `set` applied to its settings, D of the ellipses task (a position constraint) is its
+    /// demonstrated points and nothing else.
+    fn assert_position_constraint_ignores(set: impl Fn(&mut LearnConfig)) {
         let task = Task::load("point_ellipse_2d").unwrap();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
         let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
-        cfg.convex_prior = true;
+        set(&mut cfg);
         assert_eq!(
             demonstrated_points(&task, &demos, &cfg).len(),
             demos.feature_points(&task).len() / 2
@@ -984,15 +990,7 @@ mod tests {
             "the prior stops short of the corner"
         );
         // Position constraints ignore it.
-        let task = Task::load("point_ellipse_2d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
-        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
-        cfg.limit_prior = true;
-        assert_eq!(
-            demonstrated_points(&task, &demos, &cfg).len(),
-            demos.feature_points(&task).len() / 2
-        );
+        assert_position_constraint_ignores(|cfg| cfg.limit_prior = true);
     }
 
     #[test]
