@@ -520,8 +520,8 @@ fn within_limits(shown: &Points) -> Points {
     let mut rng = ChaCha8Rng::seed_from_u64(PRIOR_SEED);
     let mut x = vec![0.0; dim];
     let want = LIMIT_PRIOR_PER_COMMAND * shown.len();
-    // The ball holds every demonstrated command and so the slow box's centre: rejection sampling
-    // keeps a good share of the draws (at least the hull's share of the box).
+    // The ball holds every demonstrated command, so their hull: rejection sampling keeps at least
+    // the hull's share of the draws over the box.
     for _ in 0..100 * want {
         if out.len() == want {
             break;
