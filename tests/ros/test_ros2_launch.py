@@ -49,8 +49,11 @@ def install(tmp_path_factory):
 
 
 @contextlib.contextmanager
-def launched(env, *args):
-    """`ros2 launch pucl <args>` for the duration of the block."""
+def launched(env, node, *args):
+    """`ros2 launch pucl <args>` for the duration of the block. It starts once the graph `node` sees
+    holds none of pucl's nodes: a node an earlier test stopped can linger there (its departure not yet
+    discovered) without its topics, and be taken for the one launched here."""
+    assert wait_for(node, lambda: not NODES & set(node.get_node_names()), 60), node.get_node_names()
     launch = subprocess.Popen([str(ROS2), "launch", *args], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -86,7 +89,7 @@ def test_ros2_launch_starts_the_learn_graph_and_service_and_action_calls_answer(
     work = tmp_path / "work"
     work.mkdir()
     node = rclpy.create_node(f"launch_test_{os.getpid()}")
-    with launched(install, "pucl", "learn.launch.py", f"workdir:={work}"):
+    with launched(install, node, "pucl", "learn.launch.py", f"workdir:={work}"):
         assert wait_for(node, lambda: NODES <= set(node.get_node_names()), 60), node.get_node_names()
         # The server watches workdir/model.json: give it a model, then ask it as a user would.
         shutil.copy(models[0], work / "model.json")
@@ -117,7 +120,7 @@ def test_each_launch_file_starts_the_nodes_and_remaps_that_run_graph_starts(inst
                       "/**:\n  ros__parameters: {watch_period: 0.25}\n")
     expected = run_graph.commands(graph, work, "reach_obstacle_3d", params_file=params)
     node = rclpy.create_node(f"launch_graph_test_{os.getpid()}_{graph}")
-    with launched(install, "pucl", f"{graph}.launch.py", f"workdir:={work}", f"params_file:={params}"):
+    with launched(install, node, "pucl", f"{graph}.launch.py", f"workdir:={work}", f"params_file:={params}"):
         names = {n for n, _ in expected}
         assert wait_for(node, lambda: names <= set(node.get_node_names()), 60), node.get_node_names()
         # Exactly run_graph's nodes of pucl (other tests' client nodes may still be in the graph).
@@ -131,7 +134,7 @@ def test_each_launch_file_starts_the_nodes_and_remaps_that_run_graph_starts(inst
                 return {t for t, _ in subs + pubs}
 
             for src, dst in remaps:
-                assert wait_for(node, lambda: f"/{dst}" in topics(), 10), f"{name}: {src} not remapped to {dst}"
+                assert wait_for(node, lambda: f"/{dst}" in topics(), 30), f"{name}: {src} not remapped to {dst}"
             # Every parameter run_graph sets (the params_file's included) has that value in the
             # launched node (its parameter service).
             sets = dict(cmd[i + 1].split(":=", 1) for i, a in enumerate(cmd) if a == "-p")
@@ -173,7 +176,7 @@ def test_filter_launch_put_in_front_of_a_controller_with_remaps_filters_its_comm
     node = rclpy.create_node(f"controller_{os.getpid()}")
     pose_pub = node.create_publisher(PoseStamped, "/arm/ee_pose", 10)
     cmd_pub = node.create_publisher(TwistStamped, "/controller/cmd_vel", 10)
-    with launched(install, str(user)):
+    with launched(install, node, str(user)):
         assert wait_for(node, lambda: pose_pub.get_subscription_count() and cmd_pub.get_subscription_count(), 60)
         # ros2 topic echo on the arm's topic while the controller commands 10 cm/s in free space.
         echo = subprocess.Popen([str(ROS2), "topic", "echo", "--once", "/arm/cmd_vel",
