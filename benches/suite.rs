@@ -23,7 +23,7 @@ use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::{Mlp, Scratch};
 use pucl::learn::{LearnConfig, learn};
-use pucl::report::evaluate::{evaluate_filtered, evaluate_learned};
+use pucl::report::evaluate::{NOMINAL_SPEED, evaluate_filtered, evaluate_learned, nominal_speed};
 use pucl::report::metrics::grid_confusion;
 use pucl::report::plot::{Scene, Series};
 use pucl::task::Task;
@@ -32,9 +32,6 @@ use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// The nominal controller's top speed for the filter's episodes (m/s), as `pucl eval --filter`.
-const FILTER_SPEED: f64 = 0.25;
 
 /// One task's results, medians over the learning seeds.
 struct TaskResult {
@@ -187,7 +184,7 @@ fn run_task(
                         &starts,
                         task.spec.evaluation.episodes,
                         seed,
-                        FILTER_SPEED,
+                        nominal_speed(task).expect("suite tasks are in metres"),
                     )
                     .expect("filter evaluation");
                     f_uns.push(100.0 * f.unsafe_rate);
@@ -343,7 +340,7 @@ fn main() {
         let (u, g) = (v(&|r| r.filter_unsafe_pct), v(&|r| r.filter_goal_pct));
         println!();
         println!(
-            "3-D tasks, the same episodes through the safety filter (a P-controller at up to {FILTER_SPEED} m/s, the node's defaults):"
+            "3-D tasks, the same episodes through the safety filter (a P-controller at up to {NOMINAL_SPEED} m/s, the node's defaults):"
         );
         println!();
         println!(

@@ -827,6 +827,100 @@ fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() 
     }
 }
 
+/// `reach_obstacle_3d` in millimetres under another name: every length and speed times 1000.
+const MILLIMETRE_TASK: &str = "
+name: mm_obstacle_3d
+description: the cylinder task in millimetres
+state: [x, y, z]
+action: [ax, ay, az]
+units: {x: mm, y: mm, z: mm, ax: 480 mm/s, ay: 480 mm/s, az: 480 mm/s}
+position: [x, y, z]
+constraint_input: [x, y, z]
+dynamics:
+  dt: 0.016666666666666666
+  velocity_scale: 480.0
+  action_limit: {box: [1.0, 1.0, 1.0]}
+  bounds: {lower: [0.0, -120.0, 0.0], upper: [1000.0, 120.0, 120.0]}
+goal: {position: [680.0, 0.0, 40.0], tolerance: 10.0}
+horizon: 400
+starts: [[350, -90, 50], [350, -90, 90], [440, -90, 50], [440, -90, 90], [350, -30, 50], [350, -30, 90],
+         [440, -30, 50], [440, -30, 90], [350, 30, 50], [350, 30, 90], [440, 30, 50], [440, 30, 90]]
+start_jitter: 10.0
+reward: {progress: 1.0, path_length: 1.0, goal_bonus: 100.0}
+true_constraint:
+  - {kind: cylinder, center: [550.0, 0.0], radius: 40.0}
+evaluation:
+  grid:
+    - {min: 450, max: 650, count: 40}
+    - {min: -100, max: 100, count: 40}
+    - {min: 35, max: 80, count: 40}
+  episodes: 30
+expert: {margin: 10.0}
+";
+
+#[test]
+fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_at_the_same_speed()
+{
+    let d = tempfile::tempdir().unwrap();
+    let metres = std::fs::read_to_string("config/tasks/reach_obstacle_3d.yaml")
+        .unwrap()
+        .replace("name: reach_obstacle_3d", "name: m_obstacle_3d");
+    let mut results = Vec::new();
+    for (name, yaml) in [("m", metres.as_str()), ("mm", MILLIMETRE_TASK)] {
+        let file = |ext: &str| d.path().join(format!("{name}.{ext}"));
+        let (task, demos, model) = (file("yaml"), file("csv"), file("json"));
+        std::fs::write(&task, yaml).unwrap();
+        let (task, demos, model) = (
+            task.to_str().unwrap().to_string(),
+            demos.to_str().unwrap().to_string(),
+            model.to_str().unwrap().to_string(),
+        );
+        let o = pucl(&[
+            "demos", "generate", "--task", &task, "--count", "12", "--out", &demos,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        // Derived settings: no file in config/learn/ has either name.
+        let (_, dsm) = learn_and_eval(&task, &demos, &model, "1");
+        let o = pucl(&[
+            "eval", "--task", &task, "--model", &model, "--filter", "--json",
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let filtered: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        results.push((dsm, filtered));
+    }
+    let [(m, m_filtered), (mm, mm_filtered)] = &results[..] else {
+        unreachable!()
+    };
+    for key in ["iou", "recall", "unsafe_rate", "goal_reached"] {
+        let (a, b) = (m[key].as_f64().unwrap(), mm[key].as_f64().unwrap());
+        assert!((a - b).abs() < 0.01, "{key}: metres {m}, millimetres {mm}");
+    }
+    // The default nominal speed is 0.25 m/s in the task's unit: 250 mm/s, not 0.25.
+    for f in [m_filtered, mm_filtered] {
+        assert!(f["goal_reached"].as_f64().unwrap() >= 0.95, "{f}");
+        assert_eq!(f["unsafe_rate"].as_f64(), Some(0.0), "{f}");
+    }
+    let (a, b) = (
+        m_filtered["mean_return"].as_f64().unwrap(),
+        mm_filtered["mean_return"].as_f64().unwrap() / 1000.0,
+    );
+    assert!(
+        (a - b).abs() < 0.01 * a.abs().max(0.01),
+        "{m_filtered} {mm_filtered}"
+    );
+    // A unit it cannot convert: the filter's default speed is refused, a given one is used.
+    let inches = d.path().join("in.yaml");
+    std::fs::write(&inches, MILLIMETRE_TASK.replace("x: mm,", "x: in,")).unwrap();
+    let (inches, model) = (
+        inches.to_str().unwrap(),
+        d.path().join("mm.json").to_str().unwrap().to_string(),
+    );
+    let args = ["eval", "--task", inches, "--model", &model, "--filter"];
+    fails_with(&args, &["'in'", "--speed"]);
+    let o = pucl(&[&args[..], &["--speed", "250"]].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learned_obstacle() {
     let m = model_3d().to_str().unwrap();

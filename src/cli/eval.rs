@@ -6,7 +6,7 @@ use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::modulation::PolicySpace;
-use pucl::report::evaluate::{evaluate, evaluate_filtered, evaluate_policy};
+use pucl::report::evaluate::{evaluate, evaluate_filtered, evaluate_policy, nominal_speed};
 use pucl::task::Task;
 use std::path::PathBuf;
 
@@ -40,9 +40,10 @@ pub struct EvalArgs {
     /// margin of it).
     #[arg(long)]
     filter: bool,
-    /// With --filter: the nominal controller's top speed (m/s), as scripts/loop.py drives.
-    #[arg(long, default_value_t = 0.25, requires = "filter")]
-    speed: f64,
+    /// With --filter: the nominal controller's top speed in the task's position units per second
+    /// [default: 0.25 m/s, as scripts/loop.py drives, in the task's position unit: m, cm or mm].
+    #[arg(long, requires = "filter")]
+    speed: Option<f64>,
     /// With --filter: modulate around zeta's level sets instead of the star-shaped hulls of the
     /// learned obstacles (the node's `auto_reference: false`).
     #[arg(long, requires = "filter")]
@@ -89,7 +90,12 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 &starts,
                 episodes,
                 a.seed,
-                a.speed,
+                match a.speed {
+                    Some(v) => v,
+                    None => {
+                        nominal_speed(&task).map_err(|e| anyhow::anyhow!("{e} with --speed"))?
+                    }
+                },
             )?
         }
         None => {

@@ -895,7 +895,7 @@ mod tests {
             &starts,
             starts.len(),
             0,
-            0.25,
+            crate::report::evaluate::NOMINAL_SPEED,
         )
         .unwrap();
         assert_eq!(e.goal_reached, 1.0, "{in_pocket} starts in a pocket");

@@ -214,8 +214,21 @@ pub fn evaluate(
 /// (1/s), its speed capped at the given one, as `scripts/loop.py` drives the arm over ROS.
 const NOMINAL_GAIN: f64 = 2.0;
 
+/// The nominal controller's default top speed, m/s: what `scripts/loop.py` drives the arm at.
+pub const NOMINAL_SPEED: f64 = 0.25;
+
+/// [`NOMINAL_SPEED`] in the task's position units per second (a task in millimetres drives at 250).
+pub fn nominal_speed(task: &Task) -> Result<f64> {
+    let metres = task.metres_per_position_unit().map_err(|e| {
+        Error::Invalid(format!(
+            "{e}: give the nominal speed in the task's units per second"
+        ))
+    })?;
+    Ok(NOMINAL_SPEED / metres)
+}
+
 /// Episodes as the model is deployed: from the evaluation starts, a P-controller commands a twist
-/// towards the task's goal at up to `speed` (m/s), and the safety filter (`filter`, e.g. the node's
+/// towards the task's goal at up to `speed` (position units per second; [`nominal_speed`]), and the safety filter (`filter`, e.g. the node's
 /// defaults) turns it into the command the arm executes. The filter needs a 3-D position.
 pub fn evaluate_filtered(
     task: &Task,
@@ -241,7 +254,7 @@ pub fn evaluate_filtered(
     }
     if !(speed.is_finite() && speed > 0.0) {
         return Err(Error::Invalid(format!(
-            "the nominal speed must be a positive number of m/s, got {speed}"
+            "the nominal speed must be a positive number of position units per second, got {speed}"
         )));
     }
     let c = grid_metrics(task, &model.network, model.threshold);

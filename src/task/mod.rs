@@ -219,11 +219,66 @@ impl Task {
     pub fn unit(&self, name: &str) -> Option<&str> {
         self.spec.units.get(name).map(String::as_str)
     }
+
+    /// Metres per position unit: from the `units` of the position components (m, cm or mm, the same
+    /// for all), 1 when none gives one (ROS's metres, REP 103). An error names a unit it cannot read.
+    pub fn metres_per_position_unit(&self) -> std::result::Result<f64, String> {
+        let mut factor = None;
+        for name in &self.spec.position {
+            let Some(unit) = self.unit(name) else {
+                continue;
+            };
+            let f = match unit.trim() {
+                "m" => 1.0,
+                "cm" => 0.01,
+                "mm" => 0.001,
+                other => {
+                    return Err(format!(
+                        "task '{}': position unit '{other}' of '{name}' is not m, cm or mm",
+                        self.name()
+                    ));
+                }
+            };
+            if factor.is_some_and(|g| g != f) {
+                return Err(format!(
+                    "task '{}': its position components have different units",
+                    self.name()
+                ));
+            }
+            factor = Some(f);
+        }
+        Ok(factor.unwrap_or(1.0))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_position_unit_scales_metres_and_an_unknown_or_mixed_unit_is_an_error() {
+        let with_units = |units: &str| {
+            let yaml = BUILTIN
+                .iter()
+                .find(|(n, _)| *n == "reach_obstacle_3d")
+                .unwrap()
+                .1
+                .replace("units: {x: m, y: m, z: m,", &format!("units: {{{units}"));
+            Task::from_yaml(&yaml, Path::new("test.yaml"))
+        };
+        let factor = |units: &str| with_units(units).unwrap().metres_per_position_unit();
+        assert_eq!(factor("x: m, y: m, z: m,"), Ok(1.0));
+        assert_eq!(factor("x: mm, y: mm, z: mm,"), Ok(0.001));
+        assert_eq!(factor("x: cm, y: cm, z: cm,"), Ok(0.01));
+        assert_eq!(factor(""), Ok(1.0), "no unit: ROS's metres");
+        let e = factor("x: in, y: in, z: in,").unwrap_err();
+        assert!(e.contains("'in'") && e.contains("'x'"), "{e}");
+        assert!(
+            factor("x: m, y: mm, z: m,")
+                .unwrap_err()
+                .contains("different units")
+        );
+    }
 
     #[test]
     fn every_builtin_task_loads_and_matches_its_file_name() {
