@@ -631,6 +631,71 @@ fn a_new_velocity_task_learns_the_per_axis_and_norm_limits_its_commands_obey_no_
     }
 }
 
+/// A speed limit in every direction (a norm, no per-axis limit) that the expert rides 0.01 below.
+const SPEED_LIMIT_TASK: &str = "
+name: speed_limit_3d
+description: reach under a speed limit in every direction
+state: [x, y, z, vx, vy, vz]
+action: [ax, ay, az]
+position: [x, y, z]
+velocity_state: [vx, vy, vz]
+constraint_input: [ax, ay, az]
+dynamics:
+  dt: 0.02
+  velocity_scale: 0.5
+  action_limit: {box: [1.0, 1.0, 1.0]}
+  bounds: {lower: [-0.5, -0.5, 0.0], upper: [0.5, 0.5, 0.6]}
+goal: {position: [0.1, 0.2, 0.3], tolerance: 0.01}
+horizon: 200
+starts: [[-0.3, -0.3, 0.1], [0.3, -0.3, 0.5], [-0.3, 0.4, 0.5], [0.4, 0.4, 0.1], [0.0, -0.4, 0.3],
+         [-0.4, 0.0, 0.2]]
+start_jitter: 0.02
+reward: {distance: 1.0, distance_at: after_step}
+true_constraint:
+  - {kind: velocity_limit, max_abs: [null, null, null], max_norm: 0.7}
+evaluation:
+  grid:
+    - {min: -1.0, max: 1.0, count: 30}
+    - {min: -1.0, max: 1.0, count: 30}
+    - {min: -1.0, max: 1.0, count: 30}
+  episodes: 30
+expert: {margin: 0.01}
+";
+
+#[test]
+fn a_speed_limit_in_every_direction_is_learned_no_faster_than_the_demonstrations_and_kept() {
+    let d = tempfile::tempdir().unwrap();
+    let path = |f: &str| d.path().join(f).to_str().unwrap().to_string();
+    let (task, demos, model) = (path("task.yaml"), path("demos.csv"), path("model.json"));
+    std::fs::write(&task, SPEED_LIMIT_TASK).unwrap();
+    let o = pucl(&[
+        "demos", "generate", "--task", &task, "--count", "15", "--out", &demos,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, e) = learn_and_eval(&task, &demos, &model, "1");
+    // Without the sphere of the fastest demonstrated speed in the support prior, the runs from the
+    // first start commanded 0.704 along their way (21 % of all steps unsafe).
+    assert_eq!(e["unsafe_rate"].as_f64(), Some(0.0), "{e}");
+    assert!(e["goal_reached"].as_f64().unwrap() >= 0.95, "{e}");
+    assert!(e["iou"].as_f64() > e["all_infeasible_iou"].as_f64(), "{e}");
+    // Along the first start's way to the goal, where the demonstrations ran at 0.69: slower is
+    // feasible, faster than the limit (0.7) by 0.05 is not.
+    let way = [0.4_f64, 0.5, 0.2];
+    let n = way.iter().map(|c| c * c).sum::<f64>().sqrt();
+    for (speed, feasible) in [(0.6, "true"), (0.75, "false")] {
+        let values: Vec<String> = way.iter().map(|c| (speed * c / n).to_string()).collect();
+        let mut args = vec!["query", "--model", &model];
+        args.extend(values.iter().map(String::as_str));
+        let o = pucl(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(
+            stdout(&o).contains(&format!("feasible {feasible}")),
+            "{speed}: {}",
+            stdout(&o)
+        );
+    }
+}
+
 #[test]
 fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_true_one() {
     // The ellipses task under a new name (derived settings). Its repeated evaluation episodes start

@@ -27,6 +27,7 @@ pub use proposer::{PolicyStats, Proposer, Zeta};
 
 use crate::demos::DemoSet;
 use crate::error::{Error, Result};
+use crate::geometry::norm;
 use crate::learn::identify::Points;
 use crate::learn::network::{Adam, Mlp, Scratch};
 use crate::policy::crl::GaussianPolicy;
@@ -602,9 +603,11 @@ const SUPPORT_PRIOR_SAMPLES_PER_DIM: usize = 500;
 const SUPPORT_PRIOR_SLOW: f64 = 0.25;
 
 /// For a velocity constraint with `support_prior`: commands more than d_r/2 outside the demonstrated
-/// range of some axis (the range widened to include the slow commands), as infeasible training
-/// data: uniform samples over a box as wide as that range and the action box, and walls just
-/// outside each face of the range.
+/// range of some axis (the range widened to include the slow commands), or more than d_r/2 faster
+/// than the fastest demonstrated command, as infeasible training data: uniform samples over a box
+/// as wide as that range and the action box, and walls just outside each face of the range and
+/// outside the sphere of that speed. Without the sphere a speed limit (a norm) was learned up to
+/// d_r too wide where the per-axis walls are far, and the margin d_r no longer covered it.
 pub(crate) fn support_prior_points(
     task: &Task,
     demos: &DemoSet,
@@ -626,6 +629,11 @@ pub(crate) fn support_prior_points(
     if !(extent > 0.0 && margin > 0.0) {
         return out;
     }
+    let fastest = shown.rows().map(norm).fold(0.0, f64::max);
+    let beyond = |x: &[f64]| {
+        (0..dim).any(|k| x[k] < lo[k] - margin || x[k] > hi[k] + margin)
+            || norm(x) > fastest + margin
+    };
     let limit = task.spec.dynamics.action_limit.per_axis.as_ref();
     let reach: Vec<f64> = (0..dim)
         .map(|k| extent.max(limit.map_or(0.0, |l| l[k])) + margin)
@@ -637,7 +645,7 @@ pub(crate) fn support_prior_points(
         for k in 0..dim {
             x[k] = rng.random_range(lo[k] - reach[k]..=hi[k] + reach[k]);
         }
-        if (0..dim).any(|k| x[k] < lo[k] - margin || x[k] > hi[k] + margin) {
+        if beyond(&x) {
             out.push(&x);
         }
     }
@@ -653,6 +661,20 @@ pub(crate) fn support_prior_points(
                     x[k] = if side > 0.0 { hi[k] } else { lo[k] } + side * layer * margin;
                     out.push(&x);
                 }
+            }
+        }
+    }
+    // ... and shells 1, 2 and 4 margins outside the sphere of the fastest demonstrated speed, in
+    // uniformly drawn directions (those outside the range are walled twice, which does no harm).
+    if dim > 1 {
+        for layer in [1.0, 2.0, 4.0] {
+            for _ in 0..2 * SUPPORT_PRIOR_SAMPLES_PER_DIM / 5 * dim * dim {
+                for xj in x.iter_mut() {
+                    *xj = crate::policy::crl::normal(&mut rng);
+                }
+                let r = (fastest + layer * margin) / norm(&x);
+                x.iter_mut().for_each(|c| *c *= r);
+                out.push(&x);
             }
         }
     }
@@ -874,13 +896,22 @@ mod tests {
         let margin = 0.5 * cfg.identify.d_r.unwrap();
         let prior = support_prior_points(&task, &demos, &cfg, 0);
         assert!(prior.len() > 1000, "{} points", prior.len());
+        let fastest = shown.rows().map(norm).fold(0.0, f64::max);
         for p in prior.rows() {
             let beyond = (0..3)
                 .map(|k| (lo[k] - p[k]).max(p[k] - hi[k]))
-                .fold(f64::NEG_INFINITY, f64::max);
+                .fold(f64::NEG_INFINITY, f64::max)
+                .max(norm(p) - fastest);
             assert!(beyond >= margin - 1e-12, "{p:?} is within the margin");
             assert!(p.iter().any(|c| c.abs() > slow), "{p:?} is a slow command");
         }
+        // The sphere of the fastest demonstrated speed is walled too (here it lies nearly all
+        // beyond the range: these commands ride per-axis limits; tests/learn.rs has a speed limit).
+        let on_sphere = prior
+            .rows()
+            .filter(|p| (norm(p) - fastest - margin).abs() < 1e-9)
+            .count();
+        assert!(on_sphere > 500, "{on_sphere} sphere points");
         // Every face of the range is walled: some point just beyond each side of each axis.
         for k in 0..3 {
             for (edge, side) in [(hi[k], 1.0), (lo[k], -1.0)] {
