@@ -228,8 +228,9 @@ pub fn nominal_speed(task: &Task) -> Result<f64> {
 }
 
 /// Episodes as the model is deployed: from the evaluation starts, a P-controller commands a twist
-/// towards the task's goal at up to `speed` (position units per second; [`nominal_speed`]), and the safety filter (`filter`, e.g. the node's
-/// defaults) turns it into the command the arm executes. The filter needs a 3-D position.
+/// towards the task's goal at up to `speed` (position units per second; [`nominal_speed`]), and
+/// the safety filter (`filter`, e.g. the node's defaults) turns it into the command the arm
+/// executes. The filter needs a 3-D position.
 pub fn evaluate_filtered(
     task: &Task,
     model: Arc<ConstraintModel>,
