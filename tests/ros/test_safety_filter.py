@@ -52,14 +52,25 @@ class Harness:
          m.twist.angular.x, m.twist.angular.y, m.twist.angular.z) = v
         self.cmd_pub.publish(m)
 
+    @staticmethod
+    def _values(m):
+        t = m.twist
+        return [t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z]
+
     def next_output(self, timeout=2.0):
         n = len(self.out)
         assert wait_for(self.node, lambda: len(self.out) > n, timeout)
-        t = self.out[-1].twist
-        return [t.linear.x, t.linear.y, t.linear.z, t.angular.x, t.angular.y, t.angular.z]
+        return self._values(self.out[-1])
 
     def respond(self, pose, v):
         """Send pose and command, return the filter's answer to that command."""
+        # The timer keeps republishing the answer to a previous command while it is fresh, and one
+        # of those may arrive after `v` is sent. A zero command first, answered by a zero twist,
+        # leaves the previous answers behind: outputs arrive in order, so the first nonzero one
+        # after that zero answers `v`.
+        if self.out and any(self._values(self.out[-1])):
+            self.cmd([0.0] * 6)
+            assert wait_for(self.node, lambda: not any(self._values(self.out[-1])), timeout=2.0)
         self.pose(pose)
         wait_for(self.node, lambda: False, timeout=0.05)  # let the pose arrive first
         self.cmd(v)
