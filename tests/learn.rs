@@ -892,36 +892,49 @@ fn eval_with_the_filter_drives_to_the_goal_through_the_deployed_safety_filter() 
     }
 }
 
-/// `reach_obstacle_3d` in millimetres under another name: every length and speed times 1000.
-const MILLIMETRE_TASK: &str = "
-name: mm_obstacle_3d
-description: the cylinder task in millimetres
-state: [x, y, z]
-action: [ax, ay, az]
-units: {x: mm, y: mm, z: mm, ax: 480 mm/s, ay: 480 mm/s, az: 480 mm/s}
-position: [x, y, z]
-constraint_input: [x, y, z]
-dynamics:
-  dt: 0.016666666666666666
-  velocity_scale: 480.0
-  action_limit: {box: [1.0, 1.0, 1.0]}
-  bounds: {lower: [0.0, -120.0, 0.0], upper: [1000.0, 120.0, 120.0]}
-goal: {position: [680.0, 0.0, 40.0], tolerance: 10.0}
-horizon: 400
-starts: [[350, -90, 50], [350, -90, 90], [440, -90, 50], [440, -90, 90], [350, -30, 50], [350, -30, 90],
-         [440, -30, 50], [440, -30, 90], [350, 30, 50], [350, 30, 90], [440, 30, 50], [440, 30, 90]]
-start_jitter: 10.0
-reward: {progress: 1.0, path_length: 1.0, goal_bonus: 100.0}
-true_constraint:
-  - {kind: cylinder, center: [550.0, 0.0], radius: 40.0}
-evaluation:
-  grid:
-    - {min: 450, max: 650, count: 40}
-    - {min: -100, max: 100, count: 40}
-    - {min: 35, max: 80, count: 40}
-  episodes: 30
-expert: {margin: 10.0}
-";
+/// `reach_obstacle_3d` (its file, the one place its geometry is written) in millimetres under
+/// another name: every length and speed times 1000, and the goal bonus too (the reward is a length).
+fn in_millimetres(metres: &str) -> String {
+    use serde_yaml_ng::Value;
+    fn times_1000(v: &mut Value) {
+        match v {
+            Value::Number(n) => *v = Value::from(n.as_f64().unwrap() * 1000.0),
+            Value::Sequence(s) => s.iter_mut().for_each(times_1000),
+            Value::Mapping(m) => m.values_mut().for_each(times_1000),
+            _ => panic!("not a length: {v:?}"),
+        }
+    }
+    let mut t: Value = serde_yaml_ng::from_str(metres).unwrap();
+    t["name"] = "mm_obstacle_3d".into();
+    for path in [
+        &["dynamics", "velocity_scale"][..],
+        &["dynamics", "bounds"],
+        &["goal"],
+        &["starts"],
+        &["start_jitter"],
+        &["reward", "goal_bonus"],
+        &["expert", "margin"],
+    ] {
+        times_1000(path.iter().fold(&mut t, |v, key| &mut v[*key]));
+    }
+    for c in t["true_constraint"].as_sequence_mut().unwrap() {
+        times_1000(&mut c["center"]);
+        times_1000(&mut c["radius"]);
+    }
+    for axis in t["evaluation"]["grid"].as_sequence_mut().unwrap() {
+        times_1000(&mut axis["min"]);
+        times_1000(&mut axis["max"]);
+    }
+    for (_, unit) in t["units"].as_mapping_mut().unwrap().iter_mut() {
+        *unit = match unit.as_str().unwrap().split_once(' ') {
+            None => "mm".to_string(),
+            Some((per, "m/s")) => format!("{} mm/s", per.parse::<f64>().unwrap() * 1000.0),
+            Some(other) => panic!("unit {other:?}"),
+        }
+        .into();
+    }
+    serde_yaml_ng::to_string(&t).unwrap()
+}
 
 #[test]
 fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_at_the_same_speed()
@@ -930,8 +943,9 @@ fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_
     let metres = std::fs::read_to_string("config/tasks/reach_obstacle_3d.yaml")
         .unwrap()
         .replace("name: reach_obstacle_3d", "name: m_obstacle_3d");
+    let millimetres = in_millimetres(&metres);
     let mut results = Vec::new();
-    for (name, yaml) in [("m", metres.as_str()), ("mm", MILLIMETRE_TASK)] {
+    for (name, yaml) in [("m", metres.as_str()), ("mm", millimetres.as_str())] {
         let file = |ext: &str| d.path().join(format!("{name}.{ext}"));
         let (task, demos, model) = (file("yaml"), file("csv"), file("json"));
         std::fs::write(&task, yaml).unwrap();
@@ -975,7 +989,7 @@ fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_
     );
     // A unit it cannot convert: the filter's default speed is refused, a given one is used.
     let inches = d.path().join("in.yaml");
-    std::fs::write(&inches, MILLIMETRE_TASK.replace("x: mm,", "x: in,")).unwrap();
+    std::fs::write(&inches, millimetres.replace("x: mm", "x: in")).unwrap();
     let (inches, model) = (
         inches.to_str().unwrap(),
         d.path().join("mm.json").to_str().unwrap().to_string(),
