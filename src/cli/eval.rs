@@ -35,7 +35,9 @@ pub struct EvalArgs {
     policy: Option<PathBuf>,
     /// Run the episodes as the model is deployed: a P-controller drives towards the goal at up to
     /// --speed and the safety filter (the node's defaults: star-shaped hulls, the model's margin)
-    /// modulates its command. 3-D position tasks. Warns when no filtered run from outside the
+    /// modulates its command. 3-D position tasks. An episode gets the task's horizon stretched by
+    /// the ratio of the task's top speed to --speed, when that is slower. Warns when no filtered
+    /// run from outside the
     /// filter's margin can reach the goal (it lies inside the learned obstacle or within the
     /// margin of it).
     #[arg(long)]

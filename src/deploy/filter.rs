@@ -903,6 +903,27 @@ mod tests {
     }
 
     #[test]
+    fn a_filtered_run_slower_than_the_tasks_policy_gets_the_tasks_time_stretched_by_the_speed_ratio()
+     {
+        // The cylinder task gives its policy 400 steps (6.7 s) at up to 0.48 m/s; at 0.05 m/s the
+        // 0.3-0.4 m from its starts take longer than that, and every run timed out before.
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let starts = t.spec.starts.clone();
+        let e = crate::report::evaluate::evaluate_filtered(
+            &t,
+            cylinder(),
+            FilterConfig::node_defaults(),
+            &starts,
+            starts.len(),
+            0,
+            0.05,
+        )
+        .unwrap();
+        assert_eq!(e.goal_reached, 1.0);
+        assert_eq!(e.unsafe_rate, 0.0);
+    }
+
+    #[test]
     fn a_goal_inside_or_within_the_margin_of_the_learned_obstacle_is_reported_unreachable() {
         let m = cylinder();
         let margin = m.dsm.safety_margin;

@@ -44,10 +44,7 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
     let mut out = Vec::new();
     let mut dsm = base.dsm.clone();
     let space = PolicySpace::of(task).map_err(Error::Invalid)?;
-    let top = match &task.action_limit {
-        ActionLimit::Norm(c) => *c,
-        ActionLimit::Box(b) => b.iter().cloned().fold(f64::INFINITY, f64::min),
-    };
+    let top = task.top_action_speed();
     match space {
         PolicySpace::Position => {
             dsm.speed = top;

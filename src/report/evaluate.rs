@@ -266,7 +266,13 @@ pub fn evaluate_filtered(
     let goal_blocked = goal_unreachable(&mut safety, &goal, task.spec.goal.tolerance);
     // One clock over all episodes: every input is fresh when the filter reads it.
     let mut now = 0.0;
-    let mut sim = Simulator::new(task);
+    // The task's horizon is the time its own policy gets, at up to the task's top speed; a nominal
+    // controller driving slower gets that time stretched by the ratio, so that a run that is only
+    // slower is not counted as one that did not reach the goal.
+    let mut timed = task.clone();
+    let stretch = (task.top_action_speed() * scale / speed).max(1.0);
+    timed.spec.horizon = (task.spec.horizon as f64 * stretch).ceil() as usize;
+    let mut sim = Simulator::new(&timed);
     let mut trajs = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
         let mut t = Trajectory::with_capacity(task);

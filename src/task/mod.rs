@@ -220,6 +220,15 @@ impl Task {
         self.spec.units.get(name).map(String::as_str)
     }
 
+    /// The fastest action the limit allows in every direction, in action units: the norm limit, or
+    /// the smallest half-width of the box.
+    pub fn top_action_speed(&self) -> f64 {
+        match &self.action_limit {
+            ActionLimit::Norm(c) => *c,
+            ActionLimit::Box(b) => b.iter().cloned().fold(f64::INFINITY, f64::min),
+        }
+    }
+
     /// Metres per position unit: from the `units` of the position components (m, cm or mm, the same
     /// for all), 1 when none gives one (ROS's metres, REP 103). An error names a unit it cannot read.
     pub fn metres_per_position_unit(&self) -> std::result::Result<f64, String> {
