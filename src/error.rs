@@ -80,16 +80,40 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Io { source, .. } => Some(source),
-            _ => None,
-        }
-    }
-}
+/// No `source()`: the message already ends with the I/O error, and a chain printer (anyhow's
+/// `{:#}`) would repeat it. Match `Error::Io` for the `std::io::Error` itself.
+impl std::error::Error for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Fail now, not after a long computation, when `path` cannot be written: its folder must exist
+/// and be a folder (whether it is writable shows when the file is written).
+pub fn check_output_path(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    if path.file_name().is_none() {
+        return Err(Error::Invalid(format!(
+            "{}: not a file path",
+            path.display()
+        )));
+    }
+    if !dir.is_dir() {
+        return Err(Error::Invalid(format!(
+            "{}: cannot be written, the folder {} does not exist",
+            path.display(),
+            dir.display()
+        )));
+    }
+    if path.is_dir() {
+        return Err(Error::Invalid(format!(
+            "{}: is a folder, not a file to write",
+            path.display()
+        )));
+    }
+    Ok(())
+}
 
 /// Write a file atomically: a temporary file in the same directory, fsync, then rename, so that a
 /// reader (or a crash) never sees a half-written file.
@@ -132,6 +156,24 @@ mod tests {
         write_atomic(&p, b"two").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "two");
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn an_output_path_in_a_missing_folder_or_naming_a_folder_is_refused_before_any_work() {
+        let d = tempfile::tempdir().unwrap();
+        assert!(check_output_path(&d.path().join("model.json")).is_ok());
+        assert!(check_output_path(Path::new("model.json")).is_ok());
+        let e = check_output_path(&d.path().join("missing/model.json")).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        let e = check_output_path(d.path()).unwrap_err();
+        assert!(e.to_string().contains("is a folder"), "{e}");
+    }
+
+    #[test]
+    fn an_io_error_is_said_once_by_a_chain_printer() {
+        let e = write_atomic(Path::new("/nonexistent-dir-pucl/x.csv"), b"x").unwrap_err();
+        let said = format!("{:#}", anyhow::Error::from(e));
+        assert_eq!(said.matches("No such file").count(), 1, "{said}");
     }
 
     #[test]

@@ -257,6 +257,43 @@ fn bad_demonstration_files_give_clear_errors_and_never_panic() {
 }
 
 #[test]
+fn an_output_in_a_missing_folder_is_refused_before_any_work_and_an_io_error_is_said_once() {
+    let d = tempfile::tempdir().unwrap();
+    let missing = d.path().join("no/such/folder/model.json");
+    let missing = missing.to_str().unwrap();
+    let demos = reference("reach_obstacle_3d_ds.csv");
+    let t = "reach_obstacle_3d";
+    for args in [
+        &["learn", "--task", t, "--demos", &demos, "--out", missing][..],
+        &["demos", "generate", "--task", t, "--out", missing],
+    ] {
+        fails_with(args, &[missing, "does not exist"]);
+        // Refused before any work: no learning iteration, no demonstration generated.
+        let e = stderr(&pucl(args));
+        assert!(
+            !e.contains("iteration") && !e.contains("demonstration"),
+            "{e}"
+        );
+    }
+    let folder = d.path().to_str().unwrap();
+    fails_with(
+        &["learn", "--task", t, "--demos", &demos, "--out", folder],
+        &["is a folder"],
+    );
+    let o = pucl(&[
+        "learn",
+        "--task",
+        t,
+        "--demos",
+        "/no/such/demos.csv",
+        "--out",
+        "m.json",
+    ]);
+    let e = stderr(&o);
+    assert_eq!(e.matches("No such file").count(), 1, "{e}");
+}
+
+#[test]
 fn bad_task_files_give_clear_errors_and_never_panic() {
     let d = tempfile::tempdir().unwrap();
     let out = d.path().join("o.csv");

@@ -52,6 +52,8 @@ fn prepare(
     if out.is_empty() {
         return Err("no output model file (goal.output and parameter model_path are empty)".into());
     }
+    // Refused now rather than after minutes of learning.
+    pucl::error::check_output_path(Path::new(&out)).map_err(|e| e.to_string())?;
     Ok((task, demos, cfg, PathBuf::from(out), derived))
 }
 

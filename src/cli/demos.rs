@@ -77,6 +77,9 @@ fn generate_demos(a: GenerateArgs) -> Result<()> {
             anyhow::bail!("{name} must be a finite number >= 0, got {v}");
         }
     }
+    for p in std::iter::once(&a.out).chain(&a.expert_out) {
+        pucl::error::check_output_path(p)?;
+    }
     let options = ExpertOptions {
         count: a.count,
         seed: a.seed,

@@ -41,6 +41,9 @@ pub struct LearnArgs {
 }
 
 pub fn run(a: LearnArgs) -> Result<()> {
+    for p in std::iter::once(&a.out).chain(&a.policy_out) {
+        pucl::error::check_output_path(p)?;
+    }
     let task = Task::load(&a.task)?;
     let set = DemoSet::load(&a.demos, &task)?;
     let (mut cfg, derived) =

@@ -61,6 +61,9 @@ def test_bad_goals_get_clear_errors_and_the_node_keeps_running(start_node, tmp_p
     empty.write_text("")
     r, _ = run(node, ac, LearnConstraint.Goal(demos=str(empty)))
     assert not r.success and "empty" in r.message
+    # An output in a folder that does not exist is refused before learning, not after it.
+    r, feedback = run(node, ac, LearnConstraint.Goal(demos=DEMOS, output=str(tmp_path / "no/m.json")))
+    assert not r.success and "does not exist" in r.message and not feedback, r.message
     assert not (tmp_path / "m.json").exists()
 
 
