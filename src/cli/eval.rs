@@ -24,7 +24,8 @@ pub struct EvalArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Print exactly one JSON object: iou, recall, precision, all_infeasible_iou (what calling every
-    /// grid point infeasible scores), unsafe_rate, violating_episodes, goal_reached, mean_return.
+    /// grid point infeasible scores), unsafe_rate, violating_episodes, goal_reached, stopped
+    /// (the fraction of episodes that ended short of the goal standing still), mean_return.
     #[arg(long)]
     json: bool,
     /// List the first violating state of every violating episode.
@@ -131,6 +132,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "all_infeasible_iou": e.confusion.all_infeasible_iou(),
             "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
             "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
+            "stopped": (!task.spec.goal.is_none()).then_some(e.stopped),
             "mean_return": e.mean_return,
         });
         println!("{v}");
@@ -158,6 +160,16 @@ pub fn run(a: EvalArgs) -> Result<()> {
             println!("  mean return         {:.1}", e.mean_return);
         } else {
             println!("  goal reached        {:.1} %", 100.0 * e.goal_reached);
+            let short = e.unsafe_counts.episodes as f64 * (1.0 - e.goal_reached);
+            if short > 0.5 {
+                // Stalled or slow: a robot that stops short is safe only by being useless.
+                let stopped = (e.unsafe_counts.episodes as f64 * e.stopped).round();
+                println!(
+                    "  short of the goal   {} stopped (still over their last second), {} still moving when the horizon ended",
+                    stopped,
+                    short.round() - stopped
+                );
+            }
         }
     }
     if a.show_violations {

@@ -103,6 +103,10 @@ pub struct Evaluation {
     pub unsafe_rate: f64,
     pub violating_episodes: f64,
     pub goal_reached: f64,
+    /// The fraction of episodes that ended short of the goal standing still: over their last
+    /// second their position moved less than the goal tolerance. A stall, where an episode still
+    /// moving when the horizon ended was only slow. 0 for a task without a goal.
+    pub stopped: f64,
     /// The episodes' mean return (what a task without a goal shows beside the unsafe rate).
     pub mean_return: f64,
     pub confusion: Confusion,
@@ -184,7 +188,11 @@ pub fn evaluate_policy(
         sim.rollout(&s, &mut &*policy, &mut t);
         trajs.push(t);
     }
-    Ok(Evaluation::of(grid_metrics(task, net, threshold), &trajs))
+    Ok(Evaluation::of(
+        task,
+        grid_metrics(task, net, threshold),
+        &trajs,
+    ))
 }
 
 /// Evaluate a network with its DSM settings on a task.
@@ -207,7 +215,7 @@ pub fn evaluate(
         sim.rollout(&s, &mut policy, &mut t);
         trajs.push(t);
     }
-    Ok(Evaluation::of(c, &trajs))
+    Ok(Evaluation::of(task, c, &trajs))
 }
 
 /// The nominal controller of [`evaluate_filtered`]: a P-controller towards the goal with this gain
@@ -300,7 +308,7 @@ pub fn evaluate_filtered(
     }
     Ok(Evaluation {
         goal_blocked,
-        ..Evaluation::of(c, &trajs)
+        ..Evaluation::of(task, c, &trajs)
     })
 }
 
@@ -327,9 +335,21 @@ fn goal_unreachable(safety: &mut SafetyFilter, goal: &[f64], tolerance: f64) -> 
 }
 
 impl Evaluation {
-    /// The metrics of a confusion and of episodes.
-    fn of(c: Confusion, trajs: &[Trajectory]) -> Evaluation {
+    /// The metrics of a confusion and of episodes of `task`.
+    fn of(task: &Task, c: Confusion, trajs: &[Trajectory]) -> Evaluation {
         let u = UnsafeRate::of(trajs);
+        let last_second = (1.0 / task.spec.dynamics.dt).ceil() as usize;
+        let stood_still = |t: &Trajectory| {
+            let tolerance = task.spec.goal.tolerance;
+            let Some(k) = t.len().checked_sub(last_second.max(1)) else {
+                return false;
+            };
+            let (then, now) = (
+                task.position_of(t.state(k)),
+                task.position_of(&t.final_state),
+            );
+            tolerance > 0.0 && crate::geometry::distance(&then, &now) < tolerance
+        };
         Evaluation {
             iou: c.iou(),
             recall: c.recall(),
@@ -337,6 +357,11 @@ impl Evaluation {
             unsafe_rate: u.rate(),
             violating_episodes: u.episode_fraction(),
             goal_reached: trajs.iter().filter(|t| t.reached_goal).count() as f64
+                / trajs.len().max(1) as f64,
+            stopped: trajs
+                .iter()
+                .filter(|t| !t.reached_goal && stood_still(t))
+                .count() as f64
                 / trajs.len().max(1) as f64,
             mean_return: trajs.iter().map(|t| t.episode_return).sum::<f64>()
                 / trajs.len().max(1) as f64,
@@ -369,4 +394,33 @@ pub fn evaluate_learned(task: &Task, learned: &Learned, seed: u64) -> Result<Eva
         task.spec.evaluation.episodes,
         seed,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_episode_short_of_the_goal_counts_as_stopped_only_when_it_stood_still_at_the_end() {
+        let task = Task::load("point_ellipse_2d").unwrap();
+        let start = task.spec.starts[0].clone();
+        let mut sim = Simulator::new(&task);
+        let mut run = |policy: &mut dyn crate::task::sim::Policy| {
+            let mut t = Trajectory::with_capacity(&task);
+            sim.rollout(&start, policy, &mut t);
+            t
+        };
+        // Stands still from the start; drifts away at 0.1 m/s (3 goal tolerances per second) until
+        // the horizon; drives to the goal.
+        let still = run(&mut |_: &[f64], a: &mut [f64]| a.fill(0.0));
+        let drifting = run(&mut |_: &[f64], a: &mut [f64]| a.copy_from_slice(&[0.1, 0.0]));
+        let arriving = run(&mut |s: &[f64], a: &mut [f64]| {
+            a[0] = -5.0 * s[0];
+            a[1] = -5.0 * s[1];
+        });
+        assert!(!still.reached_goal && !drifting.reached_goal && arriving.reached_goal);
+        let e = Evaluation::of(&task, Confusion::default(), &[still, drifting, arriving]);
+        assert_eq!(e.goal_reached, 1.0 / 3.0);
+        assert_eq!(e.stopped, 1.0 / 3.0);
+    }
 }
