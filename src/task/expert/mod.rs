@@ -167,6 +167,7 @@ impl<'a> Expert<'a> {
         let mut obstacles: Vec<Shape> = task.blocking.iter().map(|s| s.inflate(margin)).collect();
         let mut speed_limits = vec![f64::INFINITY; m];
         let mut speed_norm = f64::INFINITY;
+        let mut forbidden = Vec::new();
         if on_position {
             obstacles.extend(task.true_constraint.iter().map(|s| s.inflate(margin)));
         } else if on_action {
@@ -178,13 +179,17 @@ impl<'a> Expert<'a> {
                         }
                         speed_norm = speed_norm.min(max_norm);
                     }
-                    _ => {
+                    // Tracked at the fastest advance whose command lies outside it: the largest
+                    // admissible advance is found by bisection, which needs the commands along
+                    // the way from a stop (the zero command) to be admissible up to it.
+                    other if other.contains(&vec![0.0; m]) => {
                         return Err(Error::task(
                             task.name(),
                             "true_constraint",
-                            "the expert handles only velocity_limit primitives on the action",
+                            "a constraint on the action that forbids standing still (the zero command) has no expert",
                         ));
                     }
+                    other => forbidden.push(other),
                 }
             }
         } else {
@@ -208,6 +213,7 @@ impl<'a> Expert<'a> {
             speed_limits: SpeedLimits {
                 per_axis: speed_limits,
                 norm: speed_norm,
+                forbidden,
             },
         })
     }
@@ -339,5 +345,46 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A mobile base that may reverse (-x) at no more than 0.4 m/s, from starts all round its goal.
+    const SLOW_REVERSE: &str = "
+name: slow_reverse_2d
+description: reversing at most 0.4 m/s
+state: [x, y, vx, vy]
+action: [ax, ay]
+position: [x, y]
+velocity_state: [vx, vy]
+constraint_input: [ax, ay]
+dynamics: {dt: 0.05, velocity_scale: 1.0, action_limit: {box: [1.0, 1.0]}}
+goal: {position: [0.0, 0.0], tolerance: 0.05}
+horizon: 200
+starts: [[2.0, 0.0], [-2.0, 0.0], [0.0, 2.0], [1.4, -1.4], [2.0, 1.0], [-1.4, 1.4]]
+reward: {distance: 1.0, distance_at: after_step}
+true_constraint:
+  - {kind: half_space, normal: [1.0, 0.0], at_most: -0.4}
+evaluation:
+  grid: [{min: -1.0, max: 1.0, count: 21}, {min: -1.0, max: 1.0, count: 21}]
+expert: {margin: 0.02}
+";
+
+    #[test]
+    fn a_half_space_on_the_command_is_demonstrated_at_its_limit_and_one_forbidding_a_stop_is_refused()
+     {
+        let t = Task::from_yaml(SLOW_REVERSE, std::path::Path::new("t.yaml")).unwrap();
+        let trajs = generate(&t, &ExpertOptions::count(6), &mut |_| {}).unwrap();
+        let mut slowest = f64::INFINITY;
+        for tr in &trajs {
+            assert!(tr.reached_goal && tr.truly_feasible());
+            for i in 0..tr.len() {
+                slowest = slowest.min(tr.action(i)[0]);
+            }
+        }
+        // Reversing at the limit less the margin, not slower, not faster.
+        assert!((slowest - (-0.38)).abs() < 1e-6, "{slowest}");
+        let stop = SLOW_REVERSE.replace("at_most: -0.4", "at_most: 0.1");
+        let t = Task::from_yaml(&stop, std::path::Path::new("t.yaml")).unwrap();
+        let e = generate(&t, &ExpertOptions::count(6), &mut |_| {}).unwrap_err();
+        assert!(e.to_string().contains("standing still"), "{e}");
     }
 }

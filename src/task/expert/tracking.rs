@@ -1,14 +1,18 @@
 //! Tracking a planned path: each step lands on the polyline, as far along as the action limits (and a
 //! velocity constraint's margin-shrunk limits) allow, so every visited state lies on the checked path.
+use crate::task::shape::Shape;
 use crate::task::sim::Policy;
 use crate::task::{ActionLimit, Task};
 
 /// The expert's speed limits in action units (a velocity constraint's, shrunk by the margin): per
-/// axis, and on the command's norm (infinite where there is none).
+/// axis, on the command's norm (infinite where there is none), and any other set of commands the
+/// constraint forbids.
 #[derive(Debug, Clone)]
 pub(super) struct SpeedLimits {
     pub(super) per_axis: Vec<f64>,
     pub(super) norm: f64,
+    /// Any other infeasible set of commands (a half-space, an ellipsoid), inflated by the margin.
+    pub(super) forbidden: Vec<Shape>,
 }
 
 /// Tracks a polyline exactly: each step lands on the path, as far along as the limits allow.
@@ -77,7 +81,12 @@ impl<'a> PathFollower<'a> {
             .iter()
             .zip(&self.speed_limits.per_axis)
             .all(|(a, l)| a.abs() <= *l)
-            && action.iter().map(|a| a * a).sum::<f64>().sqrt() <= self.speed_limits.norm;
+            && action.iter().map(|a| a * a).sum::<f64>().sqrt() <= self.speed_limits.norm
+            && !self
+                .speed_limits
+                .forbidden
+                .iter()
+                .any(|f| f.contains(action));
         let within_limit = match &self.task.action_limit {
             ActionLimit::Norm(c) => action.iter().map(|a| a * a).sum::<f64>().sqrt() <= *c,
             ActionLimit::Box(b) => action.iter().zip(b).all(|(a, l)| a.abs() <= *l),
