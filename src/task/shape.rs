@@ -474,16 +474,29 @@ impl Shape {
                 }
             }
             Shape::VelocityLimit { max_abs, max_norm } => {
-                for (v, m) in x.iter_mut().zip(max_abs) {
-                    *v = v.clamp(-m, *m);
-                }
-                // Then scaled onto the norm limit: feasible, on the boundary (the exact projection
-                // onto the intersection differs only near the box's edges).
-                let n = norm(&x[..max_abs.len().min(x.len())]);
-                if n > *max_norm {
-                    x.iter_mut()
-                        .take(max_abs.len())
-                        .for_each(|v| *v *= max_norm / n);
+                // The nearest feasible command, the projection onto box and ball: by the KKT
+                // conditions y_i = clamp(s x_i, -m_i, m_i) with the largest s in (0, 1] whose y
+                // is within the norm limit (|y| grows with s, so bisection finds it).
+                let k = max_abs.len().min(x.len());
+                let shown = x[..k].to_vec();
+                let clamped = |s: f64, y: &mut [f64]| {
+                    for i in 0..k {
+                        y[i] = (s * shown[i]).clamp(-max_abs[i], max_abs[i]);
+                    }
+                };
+                clamped(1.0, x);
+                if norm(&x[..k]) > *max_norm {
+                    let (mut lo, mut hi) = (0.0, 1.0);
+                    for _ in 0..100 {
+                        let mid = 0.5 * (lo + hi);
+                        clamped(mid, x);
+                        if norm(&x[..k]) > *max_norm {
+                            hi = mid;
+                        } else {
+                            lo = mid;
+                        }
+                    }
+                    clamped(lo, x);
                 }
             }
             Shape::HalfSpace { normal, at_most } => {
@@ -787,6 +800,43 @@ mod tests {
     }
 
     #[test]
+    fn a_command_beyond_a_velocity_limit_moves_to_the_nearest_feasible_command() {
+        let v = PrimitiveSpec::VelocityLimit {
+            max_abs: vec![Some(0.5), Some(1.0)],
+            max_norm: Some(0.9),
+        }
+        .compile()
+        .unwrap();
+        // Every feasible command on a fine grid: none is nearer than the projection.
+        let feasible: Vec<[f64; 2]> = (0..=400)
+            .flat_map(|i| {
+                (0..=400).map(move |j| [-1.0 + 0.005 * i as f64, -1.0 + 0.005 * j as f64])
+            })
+            .filter(|p| !v.contains(p))
+            .collect();
+        let dist = |a: &[f64], b: &[f64]| ((a[0] - b[0]).powi(2) + (a[1] - b[1]).powi(2)).sqrt();
+        for x in [
+            [0.9, 0.9],
+            [2.0, 0.3],
+            [0.1, 1.5],
+            [-0.7, -0.8],
+            [0.45, 0.95],
+        ] {
+            let mut p = x.to_vec();
+            v.project_out(&mut p);
+            assert!(
+                !v.contains(&[p[0] * (1.0 - 1e-9), p[1] * (1.0 - 1e-9)]),
+                "{x:?} -> {p:?}"
+            );
+            let nearest = feasible
+                .iter()
+                .map(|f| dist(f, &x))
+                .fold(f64::INFINITY, f64::min);
+            assert!(dist(&p, &x) <= nearest + 1e-9, "{x:?} -> {p:?}: {nearest}");
+        }
+    }
+
+    #[test]
     fn velocity_limit_with_a_norm_bounds_the_speed_in_every_direction() {
         let v = PrimitiveSpec::VelocityLimit {
             max_abs: vec![Some(1.0), None, None],
@@ -801,9 +851,9 @@ mod tests {
         assert!(v.inflate(0.1).contains(&[0.0, 0.71, 0.0]));
         let mut x = vec![1.5, 1.5, 0.0];
         v.project_out(&mut x);
-        // Clamped to the x limit, then scaled onto the norm limit.
+        // The nearest point of the norm limit (not the x limit first, then the norm).
         assert!(
-            (norm(&x) - 0.8).abs() < 1e-12 && (x[1] / x[0] - 1.5).abs() < 1e-12,
+            (norm(&x) - 0.8).abs() < 1e-12 && (x[1] - x[0]).abs() < 1e-12,
             "{x:?}"
         );
         let bad = PrimitiveSpec::VelocityLimit {
