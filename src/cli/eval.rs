@@ -38,9 +38,8 @@ pub struct EvalArgs {
     /// --speed and the safety filter (the node's defaults: star-shaped hulls, the model's margin)
     /// modulates its command. 3-D position tasks. An episode gets the task's horizon stretched by
     /// the ratio of the task's top speed to --speed, when that is slower. Warns when no filtered
-    /// run from outside the
-    /// filter's margin can reach the goal (it lies inside the learned obstacle or within the
-    /// margin of it).
+    /// run from outside the filter's margin can reach the goal (it lies inside the learned
+    /// obstacle or within the margin of it).
     #[arg(long)]
     filter: bool,
     /// With --filter: the nominal controller's top speed in the task's position units per second

@@ -277,10 +277,9 @@ pub fn evaluate_filtered(
     // The task's horizon is the time its own policy gets, at up to the task's top speed; a nominal
     // controller driving slower gets that time stretched by the ratio, so that a run that is only
     // slower is not counted as one that did not reach the goal.
-    let mut timed = task.clone();
     let stretch = (task.top_action_speed() * scale / speed).max(1.0);
-    timed.spec.horizon = (task.spec.horizon as f64 * stretch).ceil() as usize;
-    let mut sim = Simulator::new(&timed);
+    let steps = (task.spec.horizon as f64 * stretch).ceil() as usize;
+    let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
         let mut t = Trajectory::with_capacity(task);
@@ -303,7 +302,7 @@ pub fn evaluate_filtered(
             }
             now += dt;
         };
-        sim.rollout(&s, &mut drive, &mut t);
+        sim.rollout_for(steps, &s, &mut drive, &mut t);
         trajs.push(t);
     }
     Ok(Evaluation {

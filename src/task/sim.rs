@@ -172,6 +172,17 @@ impl<'a> Simulator<'a> {
 
     /// Roll a policy out from `start` (a full state) until the goal or the horizon, into `traj`.
     pub fn rollout(&mut self, start: &[f64], policy: &mut dyn Policy, traj: &mut Trajectory) {
+        self.rollout_for(self.task.spec.horizon, start, policy, traj);
+    }
+
+    /// [`Simulator::rollout`] for at most `steps` steps instead of the task's horizon.
+    pub fn rollout_for(
+        &mut self,
+        steps: usize,
+        start: &[f64],
+        policy: &mut dyn Policy,
+        traj: &mut Trajectory,
+    ) {
         let t = self.task;
         let (n, m) = (t.state_dim(), t.action_dim());
         traj.state_dim = n;
@@ -187,7 +198,7 @@ impl<'a> Simulator<'a> {
         let mut raw = std::mem::take(&mut self.zero_action);
         let mut applied = std::mem::take(&mut self.applied);
         let mut next = std::mem::take(&mut self.next);
-        for _ in 0..t.spec.horizon {
+        for _ in 0..steps {
             let s = &traj.final_state;
             raw.iter_mut().for_each(|v| *v = 0.0);
             policy.act(s, &mut raw);
