@@ -18,6 +18,8 @@
 //! `--suffix-starts N` sets `suffix_starts` (proposals from N states along every demonstration).
 //! `--bend-prior` turns `bend_prior` on (reliable infeasible states only where a proposal faces a turn
 //! of the demonstration it beat).
+//! `--both-ways` turns `both_ways` on (a second proposal from every start that went round something,
+//! the other way round).
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
@@ -120,6 +122,8 @@ struct Overrides {
     suffix_starts: Option<usize>,
     /// Turns `bend_prior` on.
     bend_prior: bool,
+    /// Turns `both_ways` on.
+    both_ways: bool,
 }
 
 impl Overrides {
@@ -135,6 +139,9 @@ impl Overrides {
         if self.bend_prior {
             s += " with bend_prior";
         }
+        if self.both_ways {
+            s += " with both_ways";
+        }
         s
     }
 }
@@ -148,6 +155,7 @@ fn derived_settings(task: &Task, demos: &DemoSet, o: Overrides) -> LearnConfig {
         cfg.suffix_starts = n;
     }
     cfg.bend_prior |= o.bend_prior;
+    cfg.both_ways |= o.both_ways;
     cfg
 }
 
@@ -243,6 +251,7 @@ fn main() {
         suffix_starts: (args.iter().any(|a| a == "--suffix-starts"))
             .then(|| arg(&args, "--suffix-starts", 0usize)),
         bend_prior: args.iter().any(|a| a == "--bend-prior"),
+        both_ways: args.iter().any(|a| a == "--both-ways"),
     };
     let png: PathBuf = arg(
         &args,

@@ -142,10 +142,18 @@ pub struct LearnConfig {
     /// files written before it existed: none.
     #[serde(default)]
     pub suffix_starts: usize,
-    /// A proposal from a state along a demonstration counts only if its way to the goal is shorter
-    /// than the rest of the demonstration by this many d_r (see `suffix_starts`).
+    /// A proposal from a state along a demonstration (`suffix_starts`), or the other way round
+    /// (`both_ways`), counts only if its way to the goal is shorter than the demonstration's (from
+    /// there) by this many d_r.
     #[serde(default)]
     pub suffix_shortcut: f64,
+    /// DSM, position constraints: a second proposal from every start whose first one went round
+    /// something (strayed d_r from the straight line to the goal), leaning the other way until it
+    /// is level with the first one's farthest point, so that the far side of what the
+    /// demonstrations went round is probed too. It counts only as a shortcut (`suffix_shortcut`).
+    /// Absent from model files written before it existed: off.
+    #[serde(default)]
+    pub both_ways: bool,
     /// Position constraints: when an iteration's training makes the task's goal infeasible, the goal
     /// joins D (once) and zeta trains again. Absent from model files written before it existed: off.
     #[serde(default)]

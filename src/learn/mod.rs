@@ -133,6 +133,7 @@ pub fn learn(
         // suffix_starts, from states along the demonstrations).
         let policy_stats = policy.improve(task, &starts, &zeta)?;
         let rollouts = roll_out(&mut *policy, &mut sim, &probes, &zeta, &mut rng)?;
+        let proposed = rollouts.len();
         // Policy filter: keep the rollouts that beat their demonstration's return.
         let kept = policy_filter(rollouts, &probes, &zeta, cfg, &*labeller);
         // With `bend_prior`: only the states facing a turn of the demonstration each one beat.
@@ -179,7 +180,7 @@ pub fn learn(
         }
         let stats =
             IterationStats::new(it, task, &net, &kept, &reliable_infeasible, &memory_buffer).with(
-                probes.len() * policy.rollouts_per_start(),
+                proposed,
                 loss,
                 policy_stats,
                 ti,
@@ -303,6 +304,9 @@ pub struct ProbeStart {
     /// The longest way to the goal a proposal may take (a shortcut, for a state along a
     /// demonstration; unbounded for a demonstration's start).
     pub max_way: f64,
+    /// The way of a shortcut of the demonstration's rest from here (`suffix_shortcut` d_r shorter),
+    /// which a proposal held to one ([`Proposer::must_shortcut`]) may not exceed.
+    pub shortcut_way: f64,
 }
 
 /// Where the policy proposes from: every demonstration's start, and with `suffix_starts` (DSM, position
@@ -329,16 +333,14 @@ fn probe_starts(sim: &mut Simulator, demos: &DemoSet, cfg: &LearnConfig) -> Vec<
         at.dedup();
         for t in at.into_iter().filter(|&t| t == 0 || t + 1 < len) {
             let rest = &demo.states[t * n..];
-            let max_way = if t == 0 {
-                f64::INFINITY
-            } else {
-                way_to_goal(task, rest, &rest[rest.len() - n..]) - shortcut
-            };
+            let shortcut_way = way_to_goal(task, rest, &rest[rest.len() - n..]) - shortcut;
+            let max_way = if t == 0 { f64::INFINITY } else { shortcut_way };
             out.push(ProbeStart {
                 state: demos.state(i, t).to_vec(),
                 demo: i,
                 demo_return: replay_return(sim, rest, &demo.actions[t * m..]),
                 max_way,
+                shortcut_way,
             });
         }
     }
@@ -713,6 +715,8 @@ pub struct Rollout {
     pub episode_return: f64,
     /// Its way to the goal ([`way_to_goal`]).
     pub way: f64,
+    /// The longest way it may take to count ([`ProbeStart`]).
+    pub max_way: f64,
 }
 
 /// The policy's proposals from every demonstration start, in start order.
@@ -729,9 +733,17 @@ fn roll_out(
     let mut out = Vec::with_capacity(starts.len() * per_start);
     for (i, s0) in starts.iter().enumerate() {
         for k in 0..per_start {
-            policy.propose(sim, &s0.state, k, zeta, rng, &mut traj)?;
-            // Only a proposal from along a demonstration is held to a way.
-            let way = if s0.max_way.is_finite() && !traj.states.is_empty() {
+            if !policy.propose(sim, &s0.state, k, zeta, rng, &mut traj)? {
+                continue;
+            }
+            // Only a proposal from along a demonstration, or one the policy holds to a shortcut, is
+            // held to a way.
+            let max_way = if policy.must_shortcut(k) {
+                s0.max_way.min(s0.shortcut_way)
+            } else {
+                s0.max_way
+            };
+            let way = if max_way.is_finite() && !traj.states.is_empty() {
                 way_to_goal(task, &traj.states, &traj.final_state)
             } else {
                 0.0
@@ -741,6 +753,7 @@ fn roll_out(
                 points: feature_points(task, &traj),
                 episode_return: traj.episode_return,
                 way,
+                max_way,
             });
         }
     }
@@ -762,7 +775,7 @@ fn policy_filter(
     let mut scratch = Scratch::default();
     let mut passes = |r: &Rollout| {
         let probe = &probes[r.start];
-        if !f.beats(r.episode_return, probe.demo_return) || r.way > probe.max_way {
+        if !f.beats(r.episode_return, probe.demo_return) || r.way > r.max_way {
             return false;
         }
         // Only a rollout that beats its demonstration needs zeta on every state.

@@ -826,6 +826,52 @@ pub struct DsmPolicy<'a> {
     x: Vec<f64>,
     pos: Vec<f64>,
     trial: Vec<f64>,
+    detour: Option<Detour>,
+}
+
+/// A side to pass learned obstacles on (position constraints): until the robot has come `until`
+/// along the straight line from `from` towards the goal (unit `along`), the nominal velocity leans
+/// 45 degrees towards the unit `side`, orthogonal to it. The modulation still keeps the robot out of
+/// the learned obstacle; the lean only decides which way round it goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Detour {
+    pub from: Vec<f64>,
+    pub along: Vec<f64>,
+    pub until: f64,
+    pub side: Vec<f64>,
+}
+
+impl Detour {
+    /// The other way round: the side opposite to where `path` (positions, row-major) strayed
+    /// farthest from the straight line from its first point to `goal`, leaning until the point of
+    /// that farthest excursion. None if the path strayed less than `min_excursion` (it went
+    /// straight: there is no other way round) or starts at the goal.
+    pub fn opposite(path: &[f64], goal: &[f64], min_excursion: f64) -> Option<Detour> {
+        let d = goal.len();
+        let from = path.get(..d)?;
+        let mut along: Vec<f64> = goal.iter().zip(from).map(|(g, s)| g - s).collect();
+        let len = crate::geometry::norm(&along);
+        if len <= 0.0 {
+            return None;
+        }
+        along.iter_mut().for_each(|c| *c /= len);
+        let (mut best, mut until, mut side) = (min_excursion, 0.0, None);
+        for p in path.chunks_exact(d) {
+            let s: f64 = (0..d).map(|k| (p[k] - from[k]) * along[k]).sum();
+            let off: Vec<f64> = (0..d).map(|k| p[k] - from[k] - s * along[k]).collect();
+            let n = crate::geometry::norm(&off);
+            if n > best {
+                (best, until) = (n, s);
+                side = Some(off.iter().map(|c| -c / n).collect());
+            }
+        }
+        Some(Detour {
+            from: from.to_vec(),
+            along,
+            until,
+            side: side?,
+        })
+    }
 }
 
 impl<'a> DsmPolicy<'a> {
@@ -843,7 +889,14 @@ impl<'a> DsmPolicy<'a> {
             x: vec![0.0; d],
             pos: vec![0.0; task.action_dim()],
             trial: vec![0.0; d],
+            detour: None,
         })
+    }
+
+    /// Go round learned obstacles on the detour's side (position constraints).
+    pub fn with_detour(mut self, detour: Detour) -> Self {
+        self.detour = Some(detour);
+        self
     }
 
     /// Aim at another goal (constraint transfer).
@@ -858,6 +911,18 @@ impl Policy for DsmPolicy<'_> {
         for (k, &i) in self.task.position_idx.iter().enumerate() {
             action[k] = -self.cfg.gain * (state[i] - self.goal[k]);
             self.pos[k] = state[i];
+        }
+        if let Some(d) = &self.detour {
+            let s: f64 = (0..d.from.len())
+                .map(|k| (self.pos[k] - d.from[k]) * d.along[k])
+                .sum();
+            if s < d.until {
+                let speed = crate::geometry::norm(action);
+                action
+                    .iter_mut()
+                    .zip(&d.side)
+                    .for_each(|(a, c)| *a += speed * c);
+            }
         }
         // Regions the dynamics block are known geometry: the nominal DS goes around them.
         for b in &self.task.blocking {
@@ -1109,6 +1174,27 @@ mod tests {
             );
         }
         (steps, x)
+    }
+
+    #[test]
+    fn the_other_way_round_leans_against_the_farthest_excursion_until_past_it() {
+        // A path from the origin to (1, 0, 0) that bulges to +y, farthest at x = 0.5.
+        let path: Vec<f64> = (0..=10)
+            .flat_map(|i| {
+                let x = i as f64 / 10.0;
+                [x, 0.3 * (std::f64::consts::PI * x).sin(), 0.0]
+            })
+            .collect();
+        let goal = [1.0, 0.0, 0.0];
+        let d = Detour::opposite(&path, &goal, 0.05).unwrap();
+        assert_eq!(d.from, vec![0.0, 0.0, 0.0]);
+        assert_eq!(d.along, vec![1.0, 0.0, 0.0]);
+        assert!((d.until - 0.5).abs() < 1e-12, "until {}", d.until);
+        assert!((d.side[1] + 1.0).abs() < 1e-12, "side {:?}", d.side);
+        // A path that strays less than the minimum went straight: no other way round.
+        assert!(Detour::opposite(&path, &goal, 0.31).is_none());
+        // A path that starts at the goal has no line to stray from.
+        assert!(Detour::opposite(&goal, &goal, 0.0).is_none());
     }
 
     #[test]

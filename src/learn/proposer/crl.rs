@@ -78,7 +78,7 @@ impl Proposer for CrlProposer {
         _zeta: &Zeta,
         rng: &mut ChaCha8Rng,
         traj: &mut Trajectory,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         if k == 0 {
             // The policy's mean action first, then samples.
             sim.rollout(start, &mut &self.ppo.policy, traj);
@@ -89,7 +89,7 @@ impl Proposer for CrlProposer {
             };
             sim.rollout(start, &mut policy, traj);
         }
-        Ok(())
+        Ok(true)
     }
 
     fn may_stop_early(&self) -> bool {

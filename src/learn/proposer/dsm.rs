@@ -2,7 +2,8 @@
 //! reads zeta directly, so nothing is trained; the first iteration rolls out the nominal DS alone.
 use super::{PolicyStats, Proposer, Zeta};
 use crate::error::{Error, Result};
-use crate::policy::modulation::{DsmConfig, DsmPolicy};
+use crate::learn::config::LearnConfig;
+use crate::policy::modulation::{Detour, DsmConfig, DsmPolicy, PolicySpace};
 use crate::task::Task;
 use crate::task::sim::{Simulator, Trajectory};
 use rand_chacha::ChaCha8Rng;
@@ -12,24 +13,38 @@ pub struct DsmProposer {
     /// and with per-axis saturated commands, so that the rollouts probe the learned boundary itself;
     /// inside the learned obstacle they keep going, as the reference's do.
     probe: DsmConfig,
+    /// `both_ways` on a position constraint: the smallest excursion from the straight line that
+    /// counts as going round something (d_r), else None (one proposal per start).
+    both_ways: Option<f64>,
+    /// The other way round from the start just proposed from, if its first proposal went round.
+    other_way: Option<Detour>,
 }
 
 impl DsmProposer {
-    /// `star_prior`: the constraint is on the command and D is star-shaped around the zero command
-    /// (`LearnConfig::star_prior`). The rollouts then project their commands along rays from zero,
-    /// so that they probe the learned boundary in every direction a command can take from a stop,
-    /// not only around the demonstrations' mean command, which the model's users project from.
-    pub fn new(dsm: &DsmConfig, star_prior: bool) -> Self {
+    /// With `star_prior` the constraint is on the command and D is star-shaped around the zero
+    /// command (`LearnConfig::star_prior`). The rollouts then project their commands along rays
+    /// from zero, so that they probe the learned boundary in every direction a command can take
+    /// from a stop, not only around the demonstrations' mean command, which the model's users
+    /// project from.
+    pub fn new(task: &Task, dsm: &DsmConfig, cfg: &LearnConfig) -> Self {
         let mut probe = DsmConfig {
             safety_margin: 0.0,
             keep_direction: false,
             leave_inside: false,
             ..dsm.clone()
         };
-        if star_prior && let Some(r) = probe.velocity_reference.as_mut() {
+        if cfg.star_prior
+            && let Some(r) = probe.velocity_reference.as_mut()
+        {
             r.iter_mut().for_each(|c| *c = 0.0);
         }
-        DsmProposer { probe }
+        let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
+        let both_ways = (cfg.both_ways && position).then(|| cfg.identify.d_r.unwrap_or(0.0));
+        DsmProposer {
+            probe,
+            both_ways,
+            other_way: None,
+        }
     }
 }
 
@@ -39,22 +54,44 @@ impl Proposer for DsmProposer {
     }
 
     fn rollouts_per_start(&self) -> usize {
-        1
+        if self.both_ways.is_some() { 2 } else { 1 }
+    }
+
+    fn must_shortcut(&self, k: usize) -> bool {
+        k > 0
     }
 
     fn propose(
         &mut self,
         sim: &mut Simulator,
         start: &[f64],
-        _k: usize,
+        k: usize,
         zeta: &Zeta,
         _rng: &mut ChaCha8Rng,
         traj: &mut Trajectory,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         // The nominal DS first, then the DS modulated by the current zeta.
         let net = (zeta.iteration > 0).then_some(zeta.net);
         let mut policy = DsmPolicy::new(sim.task(), net, &self.probe).map_err(Error::Invalid)?;
+        if k > 0 {
+            // The second proposal goes round what the first went round, the other way: an
+            // obstacle's far side is probed even where no demonstration start leads past it.
+            match self.other_way.take() {
+                Some(d) => policy = policy.with_detour(d),
+                None => return Ok(false),
+            }
+        }
         sim.rollout(start, &mut policy, traj);
-        Ok(())
+        if k == 0
+            && let Some(min_excursion) = self.both_ways
+        {
+            let task = sim.task();
+            let path: Vec<f64> = (0..traj.len())
+                .flat_map(|t| task.position_idx.iter().map(move |&i| (t, i)))
+                .map(|(t, i)| traj.state(t)[i])
+                .collect();
+            self.other_way = Detour::opposite(&path, task.goal(), min_excursion);
+        }
+        Ok(true)
     }
 }

@@ -55,7 +55,8 @@ pub trait Proposer {
     /// Rollouts proposed per demonstration start.
     fn rollouts_per_start(&self) -> usize;
     /// Roll out proposal `k` (0-based, below `rollouts_per_start`) from `start` into `traj`; `rng` is
-    /// Algorithm 1's generator, for proposals that sample.
+    /// Algorithm 1's generator, for proposals that sample. False: this proposal has nothing to
+    /// propose from here (`traj` is not a proposal).
     fn propose(
         &mut self,
         sim: &mut Simulator,
@@ -64,7 +65,13 @@ pub trait Proposer {
         zeta: &Zeta,
         rng: &mut ChaCha8Rng,
         traj: &mut Trajectory,
-    ) -> Result<()>;
+    ) -> Result<bool>;
+    /// Whether proposal `k` counts only as a shortcut of its demonstration (`suffix_shortcut` d_r
+    /// shorter), as one from a state along it does: a proposal steered a chosen way may beat an
+    /// expert's path only by the expert's small detours.
+    fn must_shortcut(&self, _k: usize) -> bool {
+        false
+    }
     /// Whether Algorithm 1 may stop once the memory buffer stops growing; a policy still learning to
     /// beat the demonstrations (CRL) may not yet propose anything new.
     fn may_stop_early(&self) -> bool {
@@ -86,7 +93,7 @@ pub fn for_config(
     seed: u64,
 ) -> Result<Box<dyn Proposer>> {
     Ok(match cfg.policy {
-        PolicyKind::Dsm => Box::new(DsmProposer::new(dsm, cfg.star_prior)),
+        PolicyKind::Dsm => Box::new(DsmProposer::new(task, dsm, cfg)),
         PolicyKind::Crl => Box::new(CrlProposer::new(task, demos, &cfg.crl, seed)?),
     })
 }
