@@ -22,11 +22,28 @@ def client(start_node, **params):
     return node, ac
 
 
+def send(node, ac, goal, attempts=4):
+    """Send a goal and return (its handle, its feedback list). wait_for_server only sees the server's
+    services; the server may not yet have matched this client's reader for their responses, and a
+    response sent before that is lost (ros2/rclpy#1123 lists similar never-completing futures).
+    So a goal that gets no answer in 10 s is sent again, with a new id; the learner rejects a goal
+    while it runs one, so a rejection after a lost answer waits for the first goal to end."""
+    for attempt in range(attempts):
+        feedback = []
+        sent = ac.send_goal_async(goal, feedback_callback=lambda f, fb=feedback: fb.append(f.feedback))
+        rclpy.spin_until_future_complete(node, sent, timeout_sec=10)
+        handle = sent.result()
+        if handle is not None and handle.accepted:
+            return handle, feedback
+        if handle is not None and attempt == 0:
+            return handle, feedback  # rejected at once: the caller's to judge
+        if handle is not None:
+            wait_for(node, lambda: False, 2.0)  # an earlier, unanswered goal is still running
+    raise AssertionError(f"no answer to the goal in {attempts} attempts")
+
+
 def run(node, ac, goal, cancel_after=None, timeout=60):
-    feedback = []
-    sent = ac.send_goal_async(goal, feedback_callback=lambda f: feedback.append(f.feedback))
-    rclpy.spin_until_future_complete(node, sent, timeout_sec=10)
-    handle = sent.result()
+    handle, feedback = send(node, ac, goal)
     assert handle.accepted
     if cancel_after is not None:
         assert wait_for(node, lambda: len(feedback) >= cancel_after, 30)
