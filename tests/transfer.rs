@@ -184,27 +184,28 @@ fn a_new_users_four_cups_models_block_the_end_cups_outer_side_that_suffix_propos
     // states along the demonstrations these three models let 11, 12 and 12 of 40 shifted runs into
     // the +y end cup: no proposal from a demonstration's start passes its outer side.
     for (set, seed) in [(100, 4), (100, 5), (101, 4)] {
-        let (violating, missed) = transfer_with(
-            "reach_four_cups_3d",
-            38,
-            40,
-            (set, seed),
-            true,
-            Settings {
-                derived: true,
-                suffix_starts: Some(4),
-                both_ways: None,
-            },
-        );
-        assert!(
-            violating.is_empty(),
-            "set {set}, seed {seed}: true violations: {violating:#?}"
-        );
-        assert!(
-            missed.len() <= 2,
-            "set {set}, seed {seed}: goals not reached: {missed:#?}"
-        );
+        let settings = Settings {
+            derived: true,
+            suffix_starts: Some(4),
+            both_ways: None,
+        };
+        assert_four_cups_model_transfers_safely(set, seed, settings);
     }
+}
+
+/// 40 shifted four-cups runs through the model of demonstration set `set` and learning seed `seed`:
+/// none may violate, at most two may stop short of their goal.
+fn assert_four_cups_model_transfers_safely(set: u64, seed: u64, settings: Settings) {
+    let (violating, missed) =
+        transfer_with("reach_four_cups_3d", 38, 40, (set, seed), true, settings);
+    assert!(
+        violating.is_empty(),
+        "set {set}, seed {seed}: true violations: {violating:#?}"
+    );
+    assert!(
+        missed.len() <= 2,
+        "set {set}, seed {seed}: goals not reached: {missed:#?}"
+    );
 }
 
 #[test]
@@ -213,30 +214,26 @@ fn a_new_users_four_cups_models_block_the_end_cups_outer_side_that_proposals_the
     // Derived settings, no `suffix_starts`. Without `both_ways` these models let 11-12 of 40 shifted
     // runs into the +y end cup: every proposal from a demonstration's start passes it on the inside.
     for (set, seed) in [(100, 4), (100, 5)] {
-        let run = |both_ways| {
-            let settings = Settings {
-                derived: true,
-                suffix_starts: Some(0),
-                both_ways: Some(both_ways),
-            };
-            transfer_with("reach_four_cups_3d", 38, 40, (set, seed), true, settings)
+        let settings = |both_ways| Settings {
+            derived: true,
+            suffix_starts: Some(0),
+            both_ways: Some(both_ways),
         };
-        let (without, _) = run(false);
+        let (without, _) = transfer_with(
+            "reach_four_cups_3d",
+            38,
+            40,
+            (set, seed),
+            true,
+            settings(false),
+        );
         assert!(
             without.len() >= 5,
             "set {set}, seed {seed}: without both_ways only {} runs violated; the test no longer \
              shows the change",
             without.len()
         );
-        let (violating, missed) = run(true);
-        assert!(
-            violating.is_empty(),
-            "set {set}, seed {seed}: true violations: {violating:#?}"
-        );
-        assert!(
-            missed.len() <= 2,
-            "set {set}, seed {seed}: goals not reached: {missed:#?}"
-        );
+        assert_four_cups_model_transfers_safely(set, seed, settings(true));
     }
 }
 
