@@ -167,18 +167,25 @@ def test_a_large_request_does_not_make_a_small_client_wait_and_a_huge_one_is_ref
     huge = subprocess.run([sys.executable, "-c", BIG_CLIENT, "1000000"], capture_output=True, text=True, timeout=120)
     assert "more than max_states_per_request (100000) states: split the request" in huge.stdout, huge.stdout + huge.stderr
     # 1e5 states from another process (another robot's client), while this one asks for one state.
-    big = subprocess.Popen([sys.executable, "-c", BIG_CLIENT, "100000"], stdout=subprocess.PIPE, text=True)
-    assert big.stdout.readline().strip() == "sending"
-    waits = []
-    while big.poll() is None:
-        t = time.monotonic()
-        r = call(node, client, QueryFeasibility.Request(states=x))
-        waits.append(time.monotonic() - t)
-        assert r.zeta[0] == expected
-        time.sleep(0.002)
-    out = big.stdout.read()
-    assert big.returncode == 0 and "answered 100000 ''" in out, out
-    waits.sort()
+    # Two tries, the better one judged: a server that serialises requests makes every try wait for
+    # the big one, a noisy 2-core machine only now and then one request.
+    tries = []
+    for _ in range(2):
+        big = subprocess.Popen([sys.executable, "-c", BIG_CLIENT, "100000"], stdout=subprocess.PIPE, text=True)
+        assert big.stdout.readline().strip() == "sending"
+        waits = []
+        while big.poll() is None:
+            t = time.monotonic()
+            r = call(node, client, QueryFeasibility.Request(states=x))
+            waits.append(time.monotonic() - t)
+            assert r.zeta[0] == expected
+            time.sleep(0.002)
+        out = big.stdout.read()
+        assert big.returncode == 0 and "answered 100000 ''" in out, out
+        tries.append(sorted(waits))
+        if tries[-1][-1] < 0.1:
+            break
+    waits = min(tries, key=lambda w: w[-1])
     print(f"\n{len(waits)} small requests while the 1e5-state one was served: median "
           f"{1e3 * waits[len(waits) // 2]:.1f} ms, max {1e3 * waits[-1]:.1f} ms")
     assert waits[-1] < 0.1, f"a 1-state request waited {waits[-1]:.3f} s"
