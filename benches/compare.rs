@@ -13,9 +13,12 @@
 //!
 //! (`--task T` is `--tasks T --part methods`.)
 //!
+//! `-- --help` lists the options; an unknown one is an error.
+//!
 //! Seeds 100.. (settings were chosen on seeds 0-9). `--iterations` / `--timesteps` shorten the CRL
 //! schedule (outer iterations, PPO steps per iteration) when the reference's would take too long;
 //! the tables say which schedule ran. Runs go `--jobs` at a time (default 2).
+use clap::{Parser, ValueEnum};
 use pucl::demos::DemoSet;
 use pucl::learn::{LearnConfig, Method, PolicyKind, learn};
 use pucl::report::evaluate::{evaluate, evaluate_policy};
@@ -200,49 +203,79 @@ fn paper(task: &str, method: Method) -> &'static str {
     }
 }
 
+/// Which tables to print.
+#[derive(Clone, Copy, ValueEnum)]
+enum Part {
+    Methods,
+    Policies,
+    Sweep,
+    All,
+}
+
+/// The policy of the d_r sweep.
+#[derive(Clone, Copy, ValueEnum)]
+enum SweepPolicy {
+    Crl,
+    Dsm,
+}
+
+/// An unknown option is an error, not ignored.
+#[derive(Parser)]
+#[command(
+    name = "compare",
+    about = "PUCL against the baselines, CRL-PUCL against DSM-PUCL and the d_r sweep, beside the paper's numbers"
+)]
+struct Args {
+    /// Which tables (default: all; methods with --task).
+    #[arg(long, value_enum)]
+    part: Option<Part>,
+    /// Learning seeds 100..100+N.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+    seeds: u64,
+    /// Tasks, comma-separated (default point_ellipse_2d,reach_obstacle_3d).
+    #[arg(long, value_delimiter = ',')]
+    tasks: Option<Vec<String>>,
+    /// One task: `--tasks T --part methods`.
+    #[arg(long, conflicts_with = "tasks")]
+    task: Option<String>,
+    /// Where the sweep's PNG and the runs' files go.
+    #[arg(long, default_value = "target/compare")]
+    out: PathBuf,
+    /// Shortens the CRL schedule: outer iterations.
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Shortens the CRL schedule: PPO steps per iteration.
+    #[arg(long)]
+    timesteps: Option<usize>,
+    /// Runs at a time.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..))]
+    jobs: u64,
+    /// The policy of the d_r sweep.
+    #[arg(long, value_enum, default_value_t = SweepPolicy::Crl)]
+    sweep_policy: SweepPolicy,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let arg = |name: &str| {
-        args.iter()
-            .position(|a| a == name)
-            .and_then(|i| args.get(i + 1))
-            .cloned()
-    };
-    let number = |name: &str, default: usize| -> usize {
-        arg(name).map_or(default, |v| {
-            v.parse().unwrap_or_else(|_| {
-                eprintln!("error: {name} needs a whole number, got '{v}'");
-                std::process::exit(2)
-            })
-        })
-    };
-    // `--task T`: the methods table on one task.
-    let single = arg("--task");
-    let part = arg("--part").unwrap_or_else(|| {
-        if single.is_some() {
-            "methods".into()
-        } else {
-            "all".into()
-        }
+    let args = Args::parse();
+    let part = args.part.unwrap_or(if args.task.is_some() {
+        Part::Methods
+    } else {
+        Part::All
     });
-    if !["methods", "policies", "sweep", "all"].contains(&part.as_str()) {
-        eprintln!("error: --part is methods, policies, sweep or all, got '{part}'");
-        std::process::exit(2);
-    }
-    let seeds = number("--seeds", 5) as u64;
-    let jobs = number("--jobs", 2);
-    let out = PathBuf::from(arg("--out").unwrap_or_else(|| "target/compare".into()));
-    let tasks: Vec<&'static str> = arg("--tasks")
-        .or(single)
-        .map(|t| {
-            t.split(',')
-                .map(|s| &*Box::leak(s.to_string().into_boxed_str()))
-                .collect()
-        })
-        .unwrap_or_else(|| vec!["point_ellipse_2d", "reach_obstacle_3d"]);
+    let (seeds, jobs) = (args.seeds, args.jobs as usize);
+    let out = args.out;
+    // Jobs hold `&'static str` task names; the few given here live for the whole run.
+    let tasks: Vec<&'static str> = match (args.tasks, args.task) {
+        (Some(list), _) => list.into_iter().map(|s| &*s.leak()).collect(),
+        (None, Some(one)) => vec![one.leak()],
+        (None, None) => vec!["point_ellipse_2d", "reach_obstacle_3d"],
+    };
     let o = Opts {
-        iterations: arg("--iterations").map(|_| number("--iterations", 0)),
-        timesteps: arg("--timesteps").map(|_| number("--timesteps", 0)),
+        iterations: args.iterations,
+        timesteps: args.timesteps,
     };
     std::fs::create_dir_all(&out).expect("output directory");
     let seed_list: Vec<u64> = (100..100 + seeds).collect();
@@ -256,7 +289,7 @@ fn main() {
     };
     println!("# pucl comparison: {seeds} seeds (100..), {schedule}\n");
 
-    if part == "methods" || part == "all" {
+    if matches!(part, Part::Methods | Part::All) {
         let methods = [Method::Pucl, Method::Gpucl, Method::Mecl, Method::Bc];
         let list: Vec<Job> = tasks
             .iter()
@@ -302,7 +335,7 @@ fn main() {
         println!();
     }
 
-    if part == "policies" || part == "all" {
+    if matches!(part, Part::Policies | Part::All) {
         let task = "reach_obstacle_3d";
         let list: Vec<Job> = [PolicyKind::Crl, PolicyKind::Dsm]
             .iter()
@@ -351,11 +384,11 @@ fn main() {
         println!();
     }
 
-    if part == "sweep" || part == "all" {
+    if matches!(part, Part::Sweep | Part::All) {
         let task = "point_ellipse_2d";
-        let policy = match arg("--sweep-policy").as_deref() {
-            Some("dsm") => PolicyKind::Dsm,
-            _ => PolicyKind::Crl,
+        let policy = match args.sweep_policy {
+            SweepPolicy::Dsm => PolicyKind::Dsm,
+            SweepPolicy::Crl => PolicyKind::Crl,
         };
         let values = [0.06, 0.08, 0.10, 0.12, 0.14, 0.16, 0.20];
         let list: Vec<Job> = values

@@ -1,6 +1,7 @@
 //! DSM-PUCL benchmark: 10 seeds per task on the reference demonstrations, metrics beside the paper's.
 //! Run with `cargo bench --bench dsm_pucl` (optionally `-- --seeds N`). Seeds 100.. are used: the
 //! per-task settings in config/learn/ were chosen on seeds 0-3.
+use clap::Parser;
 use pucl::demos::DemoSet;
 use pucl::learn::{LearnConfig, learn};
 use pucl::report::evaluate::evaluate_learned;
@@ -56,14 +57,23 @@ fn stat(v: &[f64], scale: f64, digits: usize) -> String {
     )
 }
 
+/// An unknown option, or a malformed `--seeds`, is an error, not ignored.
+#[derive(Parser)]
+#[command(
+    name = "dsm_pucl",
+    about = "DSM-PUCL on the built-in tasks' reference demonstrations, beside the paper's numbers"
+)]
+struct Args {
+    /// Learning seeds 100..100+N per task.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+    seeds: u64,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let seeds: u64 = args
-        .iter()
-        .position(|a| a == "--seeds")
-        .and_then(|i| args.get(i + 1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let seeds = Args::parse().seeds;
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     println!(
         "DSM-PUCL, {seeds} seeds (100..{}), median [min-max]; unsafe = violating steps of 30 evaluation episodes",

@@ -1,5 +1,6 @@
 //! Safety-filter compute per command (library call, 3-D position constraint, [32, 32] network):
 //! `cargo bench --bench filter`. Prints the median and spread of the per-call time over batches.
+use clap::Parser;
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::{FilterConfig, SafetyFilter};
 use pucl::deploy::model::ConstraintModel;
@@ -15,7 +16,20 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
+/// No options: an unknown one is an error, not ignored.
+#[derive(Parser)]
+#[command(
+    name = "filter",
+    about = "Safety-filter compute per command (library call, 3-D position constraint)"
+)]
+struct Args {
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
+}
+
 fn main() {
+    Args::parse();
     let task = Task::load("reach_obstacle_3d").expect("built-in task");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let demos =

@@ -4,29 +4,34 @@
 //! 3), the time per demonstration state and IoU.
 //!
 //! `cargo bench --bench scaling -- [--max N] [--repeats K]` (default max 100000).
+use clap::Parser;
 use pucl::demos::DemoSet;
 use pucl::learn::{LearnConfig, learn};
 use pucl::task::Task;
 use pucl::task::expert::{ExpertOptions, generate};
 use std::time::Instant;
 
-fn arg(args: &[String], name: &str, default: usize) -> usize {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .map(|v| {
-            v.parse().unwrap_or_else(|_| {
-                eprintln!("{name} takes a whole number, got '{v}'");
-                std::process::exit(2)
-            })
-        })
-        .unwrap_or(default)
+/// An unknown option is an error, not ignored.
+#[derive(Parser)]
+#[command(
+    name = "scaling",
+    about = "Learning time against the number of demonstration states (reach_obstacle_3d)"
+)]
+struct Args {
+    /// The largest number of demonstration states (rows from 1000: 1000, 3000, 10000, ...).
+    #[arg(long, default_value_t = 100_000)]
+    max: usize,
+    /// Runs per row; the table shows their median.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u64).range(1..))]
+    repeats: u64,
+    /// Passed by `cargo bench`.
+    #[arg(long, hide = true)]
+    bench: bool,
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let max = arg(&args, "--max", 100_000);
-    let repeats = arg(&args, "--repeats", 3).max(1);
+    let args = Args::parse();
+    let (max, repeats) = (args.max, args.repeats as usize);
     let task = Task::load("reach_obstacle_3d").expect("built-in task");
     let cfg = LearnConfig::for_task(task.name(), None).expect("settings");
     // The steps of one demonstration, to size the sets.
