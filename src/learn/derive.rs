@@ -13,6 +13,9 @@
 //!   bounded by the action box rather than by an obstacle (a velocity limit), that depth says little
 //!   and the extent bounds d_r. Both are in the task's own units, so the rule carries across scales
 //!   and dimensions.
+//!   A proposal counts only if it left the demonstrations (got farther from them than half their
+//!   median step): where nothing blocks the straight way from a start, the expert's demonstration
+//!   is that way, and the proposal retraces it and ties its return.
 //! - `dsm.safety_margin`: half of d_r for position constraints. Reliable infeasible states lie at
 //!   least d_r from the demonstrations, so the learned boundary is undetermined over about d_r minus
 //!   the clearance the demonstrations kept; with no way to see that clearance, half of d_r is kept.
@@ -145,6 +148,7 @@ fn d_r_from_proposals(
     let task = &learning_task(task, demos, cfg)?;
     let demo_points = demonstrated_points(task, demos, cfg);
     let dsm = completed_dsm(task, demos, cfg);
+    let resolution = demo_resolution(task, demos);
     let mut sim = Simulator::new(task);
     let mut traj = Trajectory::with_capacity(task);
     let (mut kept, mut all) = (Vec::new(), Vec::new());
@@ -159,32 +163,76 @@ fn d_r_from_proposals(
         let deepest = knn_scores(&demo_points, &p, 1, cfg.identify.metric)?
             .into_iter()
             .fold(0.0, f64::max);
+        // A proposal that never got farther from the demonstrations than their sampling resolves
+        // cut no corner: where nothing blocks the straight way, the expert's demonstration is that way,
+        // and the proposal retraces it (it may even "beat" it by rounding). Its depth says nothing
+        // of how far the constraint made the demonstrations go around.
+        if deepest <= resolution {
+            continue;
+        }
         all.push(deepest);
         if cfg.policy_filter.beats(traj.episode_return, demo_return) {
             kept.push(deepest);
         }
     }
     let (which, mut v) = if kept.is_empty() {
-        ("all proposals (none beat its demonstration)", all)
+        (
+            "all proposals that left them (none beat its demonstration)",
+            all,
+        )
     } else {
-        ("the proposals that beat their demonstrations", kept)
+        (
+            "the proposals that beat their demonstrations and left them",
+            kept,
+        )
     };
     if v.is_empty() {
         return Ok(None);
     }
     v.sort_by(f64::total_cmp);
     let median = v[v.len() / 2];
-    if median <= 0.0 {
-        return Ok(None);
-    }
     Ok(Some((
         0.5 * median,
         format!(
-            "half the median deepest distance from the demonstrations ({median:.4}) of {which}, {} of {}",
+            "half the median deepest distance from the demonstrations ({median:.4}) of {which} \
+             (farther than half their median step, {resolution:.4}), {} of {}",
             v.len(),
             demos.len()
         ),
     )))
+}
+
+/// How far a state on a demonstration's path can be from its nearest demonstrated state: half the
+/// median distance between consecutive demonstrated feature points, and at least a billionth of the
+/// demonstrations' extent (saturated commands repeat exactly; a proposal on top of a demonstration
+/// is farther from it only by rounding).
+fn demo_resolution(task: &Task, demos: &DemoSet) -> f64 {
+    let dim = task.feature_dim();
+    let all = demos.feature_points(task);
+    let mut steps = Vec::new();
+    let mut at = 0;
+    for demo in &demos.demos {
+        let n = demo.len(demos.state_dim()) * dim;
+        let pts = &all[at..at + n];
+        at += n;
+        steps.extend(
+            pts.chunks_exact(dim)
+                .zip(pts.chunks_exact(dim).skip(1))
+                .map(|(a, b)| {
+                    a.iter()
+                        .zip(b)
+                        .map(|(x, y)| (x - y).powi(2))
+                        .sum::<f64>()
+                        .sqrt()
+                }),
+        );
+    }
+    let floor = 1e-9 * demo_extent(task, demos);
+    if steps.is_empty() {
+        return floor;
+    }
+    steps.sort_by(f64::total_cmp);
+    (0.5 * steps[steps.len() / 2]).max(floor)
 }
 
 /// The derived values as a learn config layer.
@@ -275,5 +323,25 @@ mod tests {
                 .iter()
                 .any(|d| d.key == "dsm.speed" && d.value == 2.0)
         );
+    }
+
+    #[test]
+    fn proposals_that_retrace_their_demonstrations_do_not_set_d_r() {
+        // Generated task suite4_2D_04: the straight way from two of its four starts passes the box,
+        // so the expert's demonstrations from there are that way and the proposals retrace them,
+        // tying their returns up to rounding. Counted, they made d_r 3e-15: every proposal state
+        // was labelled infeasible, the demonstration starts with them, and 40 % of the runs stalled.
+        // The first five tasks of each class are those of the 10-per-class suite.
+        let suite = crate::task::suite::generate(4, 5).unwrap();
+        let t = suite
+            .iter()
+            .find(|t| t.task.name() == "suite4_2D_04")
+            .unwrap();
+        let demos = t.demonstrations(4).unwrap();
+        let base = LearnConfig::layered(t.task.name(), None, None, None).unwrap();
+        let (derived, _) = derive(&t.task, &demos, &base).unwrap();
+        let d_r = derived.iter().find(|d| d.key == "identify.d_r").unwrap();
+        // The box is about 0.2 m across; the demonstrations span about 1.9 m.
+        assert!((0.03..=0.1).contains(&d_r.value), "{d_r:?}");
     }
 }
