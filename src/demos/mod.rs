@@ -108,6 +108,21 @@ impl DemoSet {
         out
     }
 
+    /// [`feature_points`](Self::feature_points) split by demonstration: one row-major block each.
+    pub fn feature_points_per_demo(&self, task: &Task) -> Vec<Vec<f64>> {
+        let d = task.feature_dim();
+        let all = self.feature_points(task);
+        let mut at = 0;
+        self.demos
+            .iter()
+            .map(|demo| {
+                let n = demo.len(self.state_dim()) * d;
+                at += n;
+                all[at - n..at].to_vec()
+            })
+            .collect()
+    }
+
     /// Load CSV, or JSON when the file name ends in `.json`, and validate it against the task.
     pub fn load(path: &Path, task: &Task) -> Result<DemoSet> {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;

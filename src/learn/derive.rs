@@ -24,7 +24,7 @@
 use crate::demos::DemoSet;
 use crate::error::{Error, Result};
 use crate::learn::config::LearnConfig;
-use crate::learn::identify::knn_scores;
+use crate::learn::identify::{Metric, knn_scores};
 use crate::learn::{completed_dsm, demonstrated_points, feature_points, learning_task};
 use crate::policy::modulation::{DsmPolicy, PolicySpace};
 use crate::task::sim::{Simulator, Trajectory, replay_return};
@@ -78,7 +78,7 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
     probe.dsm = dsm.clone();
     let extent = demo_extent(task, demos);
     let cap = EXTENT_FRACTION * extent;
-    let (d_r, rule) = match d_r_from_proposals(task, demos, &probe)? {
+    let (d_r, rule) = match d_r_from_proposals(task, demos, &probe, extent)? {
         Some((d, rule)) if d <= cap => (d, rule),
         Some((d, _)) => (
             cap,
@@ -144,11 +144,12 @@ fn d_r_from_proposals(
     task: &Task,
     demos: &DemoSet,
     cfg: &LearnConfig,
+    extent: f64,
 ) -> Result<Option<(f64, String)>> {
     let task = &learning_task(task, demos, cfg)?;
     let demo_points = demonstrated_points(task, demos, cfg);
     let dsm = completed_dsm(task, demos, cfg);
-    let resolution = demo_resolution(task, demos);
+    let resolution = demo_resolution(task, demos, cfg.identify.metric, extent);
     let mut sim = Simulator::new(task);
     let mut traj = Trajectory::with_capacity(task);
     let (mut kept, mut all) = (Vec::new(), Vec::new());
@@ -203,31 +204,20 @@ fn d_r_from_proposals(
 }
 
 /// How far a state on a demonstration's path can be from its nearest demonstrated state: half the
-/// median distance between consecutive demonstrated feature points, and at least a billionth of the
-/// demonstrations' extent (saturated commands repeat exactly; a proposal on top of a demonstration
-/// is farther from it only by rounding).
-fn demo_resolution(task: &Task, demos: &DemoSet) -> f64 {
+/// median distance (in `metric`, as depths are measured) between consecutive demonstrated feature
+/// points, and at least a billionth of the demonstrations' `extent` (saturated commands repeat
+/// exactly; a proposal on top of a demonstration is farther from it only by rounding).
+fn demo_resolution(task: &Task, demos: &DemoSet, metric: Metric, extent: f64) -> f64 {
     let dim = task.feature_dim();
-    let all = demos.feature_points(task);
     let mut steps = Vec::new();
-    let mut at = 0;
-    for demo in &demos.demos {
-        let n = demo.len(demos.state_dim()) * dim;
-        let pts = &all[at..at + n];
-        at += n;
+    for pts in demos.feature_points_per_demo(task) {
         steps.extend(
             pts.chunks_exact(dim)
                 .zip(pts.chunks_exact(dim).skip(1))
-                .map(|(a, b)| {
-                    a.iter()
-                        .zip(b)
-                        .map(|(x, y)| (x - y).powi(2))
-                        .sum::<f64>()
-                        .sqrt()
-                }),
+                .map(|(a, b)| metric.distance(a, b)),
         );
     }
-    let floor = 1e-9 * demo_extent(task, demos);
+    let floor = 1e-9 * extent;
     if steps.is_empty() {
         return floor;
     }
@@ -304,6 +294,19 @@ mod tests {
         let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
         assert!(derived.is_empty());
         assert_eq!(cfg.identify.d_r, Some(0.025));
+    }
+
+    #[test]
+    fn the_demonstrations_resolution_is_measured_in_the_metric_depths_are_measured_in() {
+        let task = renamed("point_ellipse_2d", "my_ellipses");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
+        let extent = demo_extent(&task, &demos);
+        let [c, e, m] = [Metric::Chebyshev, Metric::Euclidean, Metric::Manhattan]
+            .map(|metric| demo_resolution(&task, &demos, metric, extent));
+        // The demonstrations move diagonally: a step is shorter by the largest coordinate than
+        // in a straight line, and longer by the sum of the coordinates.
+        assert!(1e-9 * extent < c && c < e && e < m, "{c} {e} {m}");
     }
 
     #[test]

@@ -152,17 +152,22 @@ pub fn knn_scores(
     )
 }
 
-/// The kNN score by comparing every pair (any dimension).
-fn scores_exhaustive(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Vec<f64> {
-    let k = k.min(reference.len()).max(1);
-    let distance = |a: &[f64], b: &[f64]| -> f64 {
+impl Metric {
+    /// The distance between two feature points.
+    pub fn distance(self, a: &[f64], b: &[f64]) -> f64 {
         let diffs = a.iter().zip(b).map(|(x, y)| (x - y).abs());
-        match metric {
+        match self {
             Metric::Euclidean => diffs.map(|d| d * d).sum::<f64>().sqrt(),
             Metric::Manhattan => diffs.sum(),
             Metric::Chebyshev => diffs.fold(0.0, f64::max),
         }
-    };
+    }
+}
+
+/// The kNN score by comparing every pair (any dimension).
+fn scores_exhaustive(reference: &Points, queries: &Points, k: usize, metric: Metric) -> Vec<f64> {
+    let k = k.min(reference.len()).max(1);
+    let distance = |a: &[f64], b: &[f64]| metric.distance(a, b);
     queries
         .rows()
         .map(|q| {

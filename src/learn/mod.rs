@@ -272,18 +272,10 @@ fn demonstration_bends(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Optio
     }
     let d_r = cfg.identify.d_r?;
     let dim = task.feature_dim();
-    let all = demos.feature_points(task);
-    let mut at = 0;
-    let per_demo: Vec<Points> = (0..demos.len())
-        .map(|i| {
-            let n = demos.demos[i].len(demos.state_dim()) * dim;
-            let p = Points {
-                dim,
-                data: all[at..at + n].to_vec(),
-            };
-            at += n;
-            p
-        })
+    let per_demo: Vec<Points> = demos
+        .feature_points_per_demo(task)
+        .into_iter()
+        .map(|data| Points { dim, data })
         .collect();
     Some(bends::Bends::new(&per_demo, bends::WINDOW_DR * d_r))
 }
