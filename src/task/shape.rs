@@ -84,6 +84,17 @@ pub enum Shape {
     },
 }
 
+/// A primitive's rotation: the identity without `rotation_deg`.
+fn rotation_or_identity(dim: usize, deg: Option<&[f64]>) -> Result<DMatrix<f64>, String> {
+    match deg {
+        Some(d) => {
+            finite("rotation_deg", d)?;
+            rotation(dim, d)
+        }
+        None => Ok(DMatrix::identity(dim, dim)),
+    }
+}
+
 fn rotation(dim: usize, deg: &[f64]) -> Result<DMatrix<f64>, String> {
     match (dim, deg.len()) {
         (2, 1) => {
@@ -188,13 +199,7 @@ impl PrimitiveSpec {
                             return Err(format!("semi_axes must have {n} values like center"));
                         }
                         positive("semi_axes", semi)?;
-                        let r = match rotation_deg {
-                            Some(d) => {
-                                finite("rotation_deg", d)?;
-                                rotation(n, d)?
-                            }
-                            None => DMatrix::identity(n, n),
-                        };
+                        let r = rotation_or_identity(n, rotation_deg.as_deref())?;
                         Ok(Shape::ellipsoid_from_axes(center.clone(), row_major(&r), semi.clone()))
                     }
                     _ => Err("an ellipsoid takes either covariance and bound, or semi_axes (and rotation_deg)".into()),
@@ -232,13 +237,7 @@ impl PrimitiveSpec {
                     return Err(format!("half_extents must have {n} values like center"));
                 }
                 positive("half_extents", half_extents)?;
-                let r = match rotation_deg {
-                    Some(d) => {
-                        finite("rotation_deg", d)?;
-                        rotation(n, d)?
-                    }
-                    None => DMatrix::identity(n, n),
-                };
+                let r = rotation_or_identity(n, rotation_deg.as_deref())?;
                 Ok(Shape::Box {
                     center: center.clone(),
                     axes: row_major(&r),
@@ -700,6 +699,37 @@ mod tests {
         assert!(c.contains(&[0.55, 0.039, 0.05]));
         assert!(!c.contains(&[0.55, 0.04, 0.05]));
         assert!(!c.contains(&[0.55, 0.0, 0.2]));
+    }
+
+    #[test]
+    fn a_bad_rotation_is_an_error_naming_rotation_deg_for_ellipsoids_and_boxes() {
+        for (rot, says) in [
+            (
+                vec![10.0],
+                "rotation_deg has 1 values; a 3-D primitive takes 3",
+            ),
+            (
+                vec![0.0, f64::NAN, 0.0],
+                "rotation_deg[1] is not a finite number",
+            ),
+        ] {
+            let ellipsoid = PrimitiveSpec::Ellipsoid {
+                center: vec![0.0; 3],
+                covariance: None,
+                bound: None,
+                semi_axes: Some(vec![1.0; 3]),
+                rotation_deg: Some(rot.clone()),
+            };
+            let cuboid = PrimitiveSpec::Box {
+                center: vec![0.0; 3],
+                half_extents: vec![1.0; 3],
+                rotation_deg: Some(rot),
+            };
+            for spec in [ellipsoid, cuboid] {
+                let e = spec.compile().unwrap_err();
+                assert!(e.contains(says), "{e}");
+            }
+        }
     }
 
     #[test]
