@@ -43,6 +43,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    restore_sigpipe();
     let result = match Cli::parse().command {
         Command::Tasks => cli::tasks::run(),
         Command::Demos(c) => cli::demos::run(c),
@@ -59,5 +60,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so printing into a closed pipe (`pucl query ... | head`) would panic;
+/// a command-line tool should end quietly there, as Unix tools do.
+fn restore_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any other thread exists; SIG_DFL is a valid
+    // disposition for SIGPIPE.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

@@ -129,6 +129,30 @@ fn query_reads_many_points_from_a_csv_file_or_stdin_and_answers_as_for_arguments
 }
 
 #[test]
+fn query_into_a_pipe_closed_early_ends_quietly_without_a_panic() {
+    let m = model_3d().to_str().unwrap();
+    let d = tempfile::tempdir().unwrap();
+    let csv = d.path().join("points.csv");
+    // Far more output than a pipe buffers (64 KiB), so the writer meets the closed pipe.
+    std::fs::write(&csv, "0.55,0.0,0.05\n".repeat(20_000)).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pucl"))
+        .args(["query", "--model", m, "--input", csv.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, as `| head -1` does, then close the pipe.
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut out, &mut first).unwrap();
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    assert!(!first.is_empty());
+    assert!(!stderr(&o).contains("panicked"), "{}", stderr(&o));
+    assert_ne!(o.status.code(), Some(101), "exited as a panic does");
+}
+
+#[test]
 fn query_of_extreme_finite_values_answers_finite_numbers() {
     let m = model_3d().to_str().unwrap();
     let o = pucl(&["query", "--model", m, "--json", "1e308", "-1e308", "1e308"]);
