@@ -763,6 +763,90 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }
 
+/// A base crossing a shop floor past a pillar and a rotated pallet rack, written as a user would
+/// (docs/RESULTS.md, "The margin in demonstrated corridors").
+const SHOP_FLOOR: &str = "name: shop_floor
+state: [x, y]
+action: [vx, vy]
+position: [x, y]
+constraint_input: [x, y]
+dynamics: {dt: 0.1, velocity_scale: 1.0, action_limit: {norm: 0.8}, bounds: {lower: [0.0, 0.0], upper: [6.0, 4.0]}}
+goal: {position: [5.5, 2.0], tolerance: 0.1}
+horizon: 200
+starts: [[0.5, 0.6], [0.5, 1.5], [0.5, 2.5], [0.5, 3.4], [1.0, 2.0]]
+start_jitter: 0.1
+reward: {progress: 1.0, path_length: 1.0, goal_bonus: 0.1}
+true_constraint:
+  - {kind: cylinder, center: [2.2, 1.4], radius: 0.35}
+  - {kind: box, center: [3.8, 2.4], half_extents: [0.3, 0.9], rotation_deg: [20.0]}
+evaluation: {grid: [{min: 0.0, max: 6.0, count: 60}, {min: 0.0, max: 4.0, count: 40}], episodes: 30}
+expert: {margin: 0.15}
+";
+
+#[test]
+fn with_margin_clear_of_demonstrations_runs_pass_the_corridor_the_demonstrations_used() {
+    // The demonstrations pass between the pillar and the rack; each learned obstacle reaches about
+    // d_r/2 from them, and the derived margin (d_r/2) closes that corridor from both sides: with
+    // learning seed 1 the DSM policy stops in it in 13 of 30 episodes.
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (task, demos, m, user) = (
+        file("shop_floor.yaml"),
+        file("shop.csv"),
+        file("shop.json"),
+        file("user.yaml"),
+    );
+    std::fs::write(&task, SHOP_FLOOR).unwrap();
+    let o = pucl(&[
+        "demos", "generate", "--task", &task, "--count", "15", "--out", &demos,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(&user, "margin_clear_of_demonstrations: true\n").unwrap();
+    let learn = |config: &[&str]| {
+        let args = [
+            &[
+                "learn", "--task", &task, "--demos", &demos, "--seed", "1", "--out", &m,
+            ][..],
+            config,
+        ]
+        .concat();
+        let o = pucl(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let e = pucl(&[
+            "eval", "--task", &task, "--model", &m, "--seed", "1", "--json",
+        ]);
+        assert!(e.status.success(), "{}", stderr(&e));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&e)).unwrap();
+        let model: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+        (stderr(&o), v, model)
+    };
+    let (_, before, plain) = learn(&[]);
+    assert!(
+        plain["dsm"].get("demonstrated_clearance").is_none(),
+        "{plain}"
+    );
+    assert!(before["goal_reached"].as_f64().unwrap() < 0.8, "{before}");
+    let (log, after, model) = learn(&["--config", &user]);
+    assert!(log.contains("margin_clear_of_demonstrations: "), "{log}");
+    assert_eq!(after["unsafe_rate"].as_f64(), Some(0.0), "{after}");
+    assert!(after["goal_reached"].as_f64().unwrap() >= 0.95, "{after}");
+    // The same learned constraint; the safety filter's margin is the same too.
+    assert_eq!(after["iou"], before["iou"]);
+    assert_eq!(model["dsm"]["safety_margin"], plain["dsm"]["safety_margin"]);
+    let margin = model["dsm"]["safety_margin"].as_f64().unwrap();
+    let clearance = model["dsm"]["demonstrated_clearance"]["clearance"]
+        .as_array()
+        .unwrap();
+    assert!(!clearance.is_empty());
+    assert!(
+        clearance
+            .iter()
+            .all(|c| (0.0..2.0 * margin).contains(&c.as_f64().unwrap())),
+        "{clearance:?}"
+    );
+}
+
 #[test]
 fn a_goal_that_training_made_infeasible_joins_the_demonstrations_and_is_reached() {
     // A generated 3-D task (suite seed 3) whose goal lies 1.5 cm from a box face. Rollouts that run

@@ -83,6 +83,15 @@ pub fn run(a: LearnArgs) -> Result<()> {
     })?;
     bar.finish_and_clear();
     let last = learned.history.last().expect("at least one iteration");
+    if let Some(dc) = &learned.dsm.demonstrated_clearance {
+        eprintln!(
+            "margin_clear_of_demonstrations: {} demonstrated states keep less than twice the margin ({:.4}) from the learned boundary; the DSM policy's margin is lowered around them, down to {:.4} (the safety filter keeps {:.4})",
+            dc.states.len(),
+            learned.dsm.safety_margin,
+            dc.margin_at_least(learned.dsm.safety_margin),
+            learned.dsm.safety_margin
+        );
+    }
     let model = ConstraintModel::from_learned(&task, &set, &cfg, a.seed, &learned);
     model.save(&a.out)?;
     if let (Some(p), Some(pol)) = (&a.policy_out, &learned.policy) {

@@ -154,6 +154,15 @@ pub struct LearnConfig {
     /// Absent from model files written before it existed: off.
     #[serde(default)]
     pub both_ways: bool,
+    /// Position constraints: after learning, the demonstrated states that keep less than twice the
+    /// margin from the learned boundary go into the model (`dsm.demonstrated_clearance`), and the
+    /// DSM policy's margin is lowered around them, so that the margin never closes a way the
+    /// demonstrations took (a corridor between two learned obstacles, a goal beside one). The safety
+    /// filter keeps `dsm.safety_margin`. Off by default: on the generated suite it raised some worst
+    /// goal rates and lowered one (docs/RESULTS.md). Absent from model files written before it
+    /// existed: off.
+    #[serde(default)]
+    pub margin_clear_of_demonstrations: bool,
     /// Position constraints: when an iteration's training makes the task's goal infeasible, the goal
     /// joins D (once) and zeta trains again. Absent from model files written before it existed: off.
     #[serde(default)]

@@ -31,7 +31,7 @@ use crate::geometry::norm;
 use crate::learn::identify::Points;
 use crate::learn::network::{Adam, Mlp, Scratch};
 use crate::policy::crl::GaussianPolicy;
-use crate::policy::modulation::{DsmConfig, PolicySpace};
+use crate::policy::modulation::{DemonstratedClearance, DsmConfig, PolicySpace};
 use crate::report::evaluate::grid_metrics;
 use crate::task::Task;
 use crate::task::sim::{Simulator, Trajectory, replay_return};
@@ -205,6 +205,16 @@ pub fn learn(
         return Err(Error::Invalid(format!(
             "nothing learned: {stop_reason} (try a smaller identify.d_r)"
         )));
+    }
+    let mut dsm = dsm;
+    if cfg.margin_clear_of_demonstrations && PolicySpace::of(task) == Ok(PolicySpace::Position) {
+        dsm.demonstrated_clearance = DemonstratedClearance::of(
+            &net,
+            &demos.feature_points(task),
+            task.feature_dim(),
+            dsm.safety_margin,
+        )
+        .map(std::sync::Arc::new);
     }
     Ok(Learned {
         net,

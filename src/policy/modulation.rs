@@ -72,6 +72,12 @@ pub struct DsmConfig {
     /// sliding along it does not graze a true boundary a few millimetres further out.
     #[serde(default)]
     pub safety_margin: f64,
+    /// Where the demonstrations passed closer to the learned boundary than the margin allows, the
+    /// DSM policy's margin is lowered there ([`DemonstratedClearance`]; written after learning with
+    /// `margin_clear_of_demonstrations`), so that it never closes a way the demonstrations took.
+    /// The safety filter keeps `safety_margin`. None: the margin is the same everywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub demonstrated_clearance: Option<std::sync::Arc<DemonstratedClearance>>,
     /// Escape the modulation's saddle points: when the nominal velocity points (almost) straight into
     /// the learned obstacle, the modulated velocity vanishes and the robot would stall in front of it.
     /// On: move along the boundary at half the nominal speed instead, on the side the nominal
@@ -106,6 +112,61 @@ pub struct DsmConfig {
     /// none: along zeta's full gradient.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub around_axis: Option<Vec<f64>>,
+}
+
+/// Demonstrated states that keep less than twice the margin from the learned boundary (feature
+/// space), each with its clearance c (zeta's logit over its gradient, as the margin is measured).
+/// The margin at x is the least of the margin and c/2 + |x - d| over these states d: half its
+/// clearance at a demonstrated state, so a robot near it has room on both sides, and back to the
+/// full margin within a margin's distance. Continuous (a minimum of cones).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DemonstratedClearance {
+    pub states: Vec<Vec<f64>>,
+    pub clearance: Vec<f64>,
+}
+
+impl DemonstratedClearance {
+    /// The demonstrated states (row-major, `dim` per state) that lower a margin of `margin`, or None.
+    pub fn of<F: Feasibility + ?Sized>(
+        net: &F,
+        states: &[f64],
+        dim: usize,
+        margin: f64,
+    ) -> Option<DemonstratedClearance> {
+        let (mut grad, mut scratch) = (vec![0.0; dim], Scratch::default());
+        let mut out = DemonstratedClearance {
+            states: Vec::new(),
+            clearance: Vec::new(),
+        };
+        for x in states.chunks_exact(dim) {
+            let logit = net.logit_grad(x, &mut grad, &mut scratch);
+            let c = boundary_distance(logit, &grad);
+            // Inside the learned obstacle (a start there) nothing is demonstrated about its margin.
+            if logit > 0.0 && c.is_finite() && 0.5 * c < margin {
+                out.states.push(x.to_vec());
+                out.clearance.push(c);
+            }
+        }
+        (!out.states.is_empty()).then_some(out)
+    }
+
+    /// The least margin anywhere: half the least clearance, at most `margin`.
+    pub fn margin_at_least(&self, margin: f64) -> f64 {
+        self.clearance
+            .iter()
+            .map(|c| 0.5 * c)
+            .fold(margin, f64::min)
+    }
+
+    /// The margin at `x`: at most `margin`.
+    pub fn margin_at(&self, x: &[f64], margin: f64) -> f64 {
+        self.states
+            .iter()
+            .zip(&self.clearance)
+            .map(|(d, c)| 0.5 * c + crate::geometry::distance(x, d))
+            .fold(margin, f64::min)
+    }
 }
 
 /// An axis-aligned box of positions (the task's workspace bounds).
@@ -156,6 +217,7 @@ impl Default for DsmConfig {
             min_gradient: default_min_gradient(),
             lookahead: true,
             safety_margin: 0.0,
+            demonstrated_clearance: None,
             saddle_escape: false,
             leave_inside: false,
             push_outward: true,
@@ -819,6 +881,8 @@ pub struct DsmPolicy<'a> {
     task: &'a Task,
     net: Option<&'a Mlp>,
     cfg: &'a DsmConfig,
+    /// With `demonstrated_clearance`: the settings with this step's margin.
+    local: Option<DsmConfig>,
     space: PolicySpace,
     goal: Vec<f64>,
     step: f64,
@@ -882,6 +946,7 @@ impl<'a> DsmPolicy<'a> {
             task,
             net,
             cfg,
+            local: cfg.demonstrated_clearance.is_some().then(|| cfg.clone()),
             space,
             goal: task.goal().to_vec(),
             step: task.spec.dynamics.dt * task.spec.dynamics.velocity_scale,
@@ -939,11 +1004,18 @@ impl Policy for DsmPolicy<'_> {
                 for (k, &i) in self.task.position_idx.iter().enumerate() {
                     self.x[k] = state[i];
                 }
+                let cfg = match (&mut self.local, &self.cfg.demonstrated_clearance) {
+                    (Some(local), Some(dc)) => {
+                        local.safety_margin = dc.margin_at(&self.x, self.cfg.safety_margin);
+                        &*local
+                    }
+                    _ => self.cfg,
+                };
                 safe_velocity(
                     net,
                     &self.x,
                     action,
-                    self.cfg,
+                    cfg,
                     Some(self.step),
                     &mut self.scratch,
                 );
@@ -986,6 +1058,35 @@ mod tests {
         let z = 1.0 / (1.0 + (-k * (n - r)).exp());
         let dz = z * (1.0 - z) * k;
         (z, d.iter().map(|v| dz * v / n).collect())
+    }
+
+    #[test]
+    fn the_margin_is_half_the_clearance_at_a_tight_demonstrated_state_and_grows_back_continuously()
+    {
+        // A learned ball of radius 0.5 at the origin; demonstrated states 0.05 and 0.3 outside it.
+        let net = Sphere {
+            c: [0.0; 3],
+            r: 0.5,
+            k: 10.0,
+        };
+        let states = [0.55, 0.0, 0.0, 0.0, 0.8, 0.0];
+        let dc = DemonstratedClearance::of(&net, &states, 3, 0.1).unwrap();
+        // Only the state closer than twice the margin lowers it.
+        assert_eq!(dc.states, vec![vec![0.55, 0.0, 0.0]]);
+        assert!((dc.clearance[0] - 0.05).abs() < 1e-9, "{dc:?}");
+        assert!((dc.margin_at(&[0.55, 0.0, 0.0], 0.1) - 0.025).abs() < 1e-9);
+        assert!((dc.margin_at(&[0.55, 0.05, 0.0], 0.1) - 0.075).abs() < 1e-9);
+        assert_eq!(dc.margin_at(&[0.0, 0.8, 0.0], 0.1), 0.1);
+        assert!((dc.margin_at_least(0.1) - 0.025).abs() < 1e-9);
+        // Lipschitz 1: no jump anywhere along a line past the state.
+        let mut last = dc.margin_at(&[0.55, -1.0, 0.0], 0.1);
+        for i in 1..=2000 {
+            let m = dc.margin_at(&[0.55, -1.0 + i as f64 * 1e-3, 0.0], 0.1);
+            assert!((m - last).abs() <= 1e-3 + 1e-12);
+            last = m;
+        }
+        // A state inside the learned obstacle, or none tight: nothing to lower.
+        assert!(DemonstratedClearance::of(&net, &[0.2, 0.0, 0.0, 0.0, 0.8, 0.0], 3, 0.1).is_none());
     }
 
     #[test]
