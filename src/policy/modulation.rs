@@ -253,6 +253,32 @@ impl DsmConfig {
         if !(self.safety_margin.is_finite() && self.safety_margin >= 0.0) {
             return Err("dsm.safety_margin must be a finite number >= 0".into());
         }
+        if let Some(dc) = &self.demonstrated_clearance {
+            if dc.states.len() != dc.clearance.len() {
+                return Err(format!(
+                    "dsm.demonstrated_clearance has {} states but {} clearances",
+                    dc.states.len(),
+                    dc.clearance.len()
+                ));
+            }
+            if let Some(i) = dc.states.iter().position(|s| {
+                s.iter().any(|v| !v.is_finite()) || feature_dim.is_some_and(|d| s.len() != d)
+            }) {
+                return Err(format!(
+                    "dsm.demonstrated_clearance.states[{i}] must be {} finite values",
+                    feature_dim.map_or("the features'".to_string(), |d| d.to_string())
+                ));
+            }
+            if let Some(i) = dc
+                .clearance
+                .iter()
+                .position(|c| !(c.is_finite() && *c >= 0.0))
+            {
+                return Err(format!(
+                    "dsm.demonstrated_clearance.clearance[{i}] must be a finite number >= 0"
+                ));
+            }
+        }
         if let Some(r) = &self.reference_point {
             if r.iter().any(|v| !v.is_finite()) {
                 return Err("dsm.reference_point values must be finite".into());
@@ -1087,6 +1113,36 @@ mod tests {
         }
         // A state inside the learned obstacle, or none tight: nothing to lower.
         assert!(DemonstratedClearance::of(&net, &[0.2, 0.0, 0.0, 0.0, 0.8, 0.0], 3, 0.1).is_none());
+    }
+
+    #[test]
+    fn a_corrupt_demonstrated_clearance_in_a_model_file_is_refused_naming_the_field() {
+        let dc = DemonstratedClearance {
+            states: vec![vec![0.55, 0.0, 0.0]],
+            clearance: vec![0.05],
+        };
+        let mut cfg = DsmConfig {
+            demonstrated_clearance: Some(std::sync::Arc::new(dc.clone())),
+            ..DsmConfig::default()
+        };
+        assert_eq!(cfg.validate(Some(3)), Ok(()));
+        let e = cfg.validate(Some(2)).unwrap_err();
+        assert!(e.contains("demonstrated_clearance.states[0]"), "{e}");
+        cfg.demonstrated_clearance = Some(std::sync::Arc::new(DemonstratedClearance {
+            states: dc.states.clone(),
+            clearance: vec![f64::NAN],
+        }));
+        let e = cfg.validate(Some(3)).unwrap_err();
+        assert!(e.contains("demonstrated_clearance.clearance[0]"), "{e}");
+        cfg.demonstrated_clearance = Some(std::sync::Arc::new(DemonstratedClearance {
+            states: dc.states.clone(),
+            clearance: vec![],
+        }));
+        assert!(
+            cfg.validate(Some(3))
+                .unwrap_err()
+                .contains("1 states but 0")
+        );
     }
 
     #[test]
