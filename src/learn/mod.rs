@@ -115,7 +115,7 @@ pub fn learn(
     let mut net = initial_zeta(&demo_points, cfg, seed);
     let mut adam = Adam::new(net.params.len(), cfg.lr, cfg.adam_eps);
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x9e37_79b9_7f4a_7c15);
-    let dsm = completed_dsm(task, demos, cfg);
+    let mut dsm = completed_dsm(task, demos, cfg);
     let mut policy = proposer::for_config(task, demos, cfg, &dsm, seed)?;
     let mut labeller = labeller::for_config(cfg, &demo_points, seed)?;
     let mut memory_buffer = Points::new(demo_points.dim);
@@ -206,7 +206,6 @@ pub fn learn(
             "nothing learned: {stop_reason} (try a smaller identify.d_r)"
         )));
     }
-    let mut dsm = dsm;
     if cfg.margin_clear_of_demonstrations && PolicySpace::of(task) == Ok(PolicySpace::Position) {
         dsm.demonstrated_clearance = DemonstratedClearance::of(
             &net,
