@@ -551,7 +551,6 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         });
     }
     let z = sigmoid(logit);
-    let here = boundary_distance(logit, &s.grad);
     // Gradient of zeta from the gradient of the logit.
     s.grad.iter_mut().for_each(|g| *g *= z * (1.0 - z));
     s.nominal.clear();
@@ -609,7 +608,12 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
             }
             let ln = f.logit_grad(&s.next, &mut s.next_grad, &mut s.net);
             let there = boundary_distance(ln, &s.next_grad);
-            if !ln.is_finite() || !((ln >= 0.0 && there >= margin) || there >= here) {
+            // Deeper is a lower logit, not a shorter distance estimate: the estimate (logit over
+            // gradient) falls where the network steepens, sideways or outwards, and rises where it
+            // flattens inwards, so comparing estimates stopped robots that moved along or away from
+            // the boundary and let others in.
+            let kept = (ln >= 0.0 && there >= margin) || ln >= logit;
+            if !ln.is_finite() || !kept {
                 clear = false;
                 break;
             }
@@ -1395,6 +1399,53 @@ mod tests {
         };
         let (steps, x) = drive(&f, &cfg, [0.0, 0.03, 0.0], [1.0, 0.0, 0.0], 1000, 0.01);
         assert!(steps < 1000, "stalled at {x:?}");
+    }
+
+    /// A wall at x = 0 (infeasible below) whose logit k x w steepens away from p (w = 1 + a |x - p|^2),
+    /// as a network's does towards its corners: at p the distance estimate (logit over gradient)
+    /// falls along the wall and outwards, and rises inwards.
+    struct SteepeningWall {
+        k: f64,
+        a: f64,
+        p: [f64; 2],
+    }
+    impl Feasibility for SteepeningWall {
+        fn logit_grad(&self, x: &[f64], grad: &mut [f64], _: &mut Scratch) -> f64 {
+            let r = [x[0] - self.p[0], x[1] - self.p[1]];
+            let w = 1.0 + self.a * (r[0] * r[0] + r[1] * r[1]);
+            grad[0] = self.k * (w + x[0] * 2.0 * self.a * r[0]);
+            grad[1] = self.k * x[0] * 2.0 * self.a * r[1];
+            self.k * x[0] * w
+        }
+    }
+
+    #[test]
+    fn within_the_margin_a_robot_moves_along_the_boundary_and_never_deeper_where_the_estimate_misleads()
+     {
+        let f = SteepeningWall {
+            k: 100.0,
+            a: 5000.0,
+            p: [0.02, 0.0],
+        };
+        let cfg = DsmConfig {
+            safety_margin: 0.05,
+            // The lookahead alone: no modulation.
+            min_gradient: f64::INFINITY,
+            ..DsmConfig::default()
+        };
+        let x = f.p;
+        let mut s = ModulationScratch::default();
+        // Along the wall: the logit rises (the robot keeps its distance), the estimate falls.
+        let mut v = [0.0, 1.0];
+        safe_velocity(&f, &x, &mut v, &cfg, Some(0.001), &mut s).unwrap();
+        assert!(v[1] > 0.9, "stopped beside the wall: {v:?}");
+        // Into the wall: the estimate rises, the logit falls.
+        let mut v = [-1.0, 0.2];
+        safe_velocity(&f, &x, &mut v, &cfg, Some(0.001), &mut s).unwrap();
+        let next = [x[0] + 0.001 * v[0], x[1] + 0.001 * v[1]];
+        let deeper = f.logit_grad(&next, &mut [0.0; 2], &mut s.net)
+            < f.logit_grad(&x, &mut [0.0; 2], &mut s.net);
+        assert!(!deeper, "went deeper into the margin: {v:?}");
     }
 
     #[test]
