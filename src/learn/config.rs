@@ -158,9 +158,8 @@ pub struct LearnConfig {
     /// margin from the learned boundary go into the model (`dsm.demonstrated_clearance`), and the
     /// DSM policy's margin is lowered around them, so that the margin never closes a way the
     /// demonstrations took (a corridor between two learned obstacles, a goal beside one). The safety
-    /// filter keeps `dsm.safety_margin`. Off by default: on the generated suite it raised some worst
-    /// goal rates and lowered one (docs/RESULTS.md). Absent from model files written before it
-    /// existed: off.
+    /// filter keeps `dsm.safety_margin`. On in `config/learn/default.yaml` (docs/RESULTS.md, "The
+    /// margin in demonstrated corridors"). Absent from model files written before it existed: off.
     #[serde(default)]
     pub margin_clear_of_demonstrations: bool,
     /// Position constraints: when an iteration's training makes the task's goal infeasible, the goal
