@@ -271,6 +271,54 @@ fn nearest_tree<const K: usize>(points: &Points) -> Option<FindNearest> {
     }))
 }
 
+/// The indices of a fixed set's points within a radius (Euclidean) of a query, for many queries: a
+/// k-d tree up to 18 dimensions, built once; beyond, an exhaustive search.
+pub struct PointsWithin {
+    find: FindWithin,
+}
+
+type FindWithin = Box<dyn Fn(&[f64], f64, &mut Vec<usize>) + Send + Sync>;
+
+impl PointsWithin {
+    pub fn new(points: &Points) -> PointsWithin {
+        let find = by_tree_dim!(points.dim, within_tree(points), None).unwrap_or_else(|| {
+            let points = points.clone();
+            Box::new(move |q: &[f64], r: f64, out: &mut Vec<usize>| {
+                let d2 = |p: &[f64]| q.iter().zip(p).map(|(a, b)| (a - b).powi(2)).sum::<f64>();
+                out.extend((0..points.len()).filter(|&i| d2(points.row(i)) <= r * r));
+            })
+        });
+        PointsWithin { find }
+    }
+
+    /// Replace `out` with the indices of the points within `radius` of `q` (a query of the set's
+    /// dimension), in no particular order.
+    pub fn within(&self, q: &[f64], radius: f64, out: &mut Vec<usize>) {
+        out.clear();
+        if radius >= 0.0 {
+            (self.find)(q, radius, out);
+        }
+    }
+}
+
+fn within_tree<const K: usize>(points: &Points) -> Option<FindWithin> {
+    let entries: Vec<[f64; K]> = points
+        .rows()
+        .map(|r| r.try_into().expect("rows of the set's dimension"))
+        .collect();
+    let tree: ImmutableKdTree<f64, K> = ImmutableKdTree::new_from_slice(&entries).ok()?;
+    Some(Box::new(move |q: &[f64], r: f64, out: &mut Vec<usize>| {
+        let mut a = [0.0; K];
+        a.iter_mut().zip(q).for_each(|(a, q)| *a = *q);
+        let found = tree
+            .query(&a)
+            .within::<SquaredEuclidean<f64>>(r * r)
+            .unsorted()
+            .execute();
+        out.extend(found.iter().map(|n| n.item as usize));
+    }))
+}
+
 /// Standardize each dimension of `a` and `b` with the mean and standard deviation of both together.
 fn standardize(a: &Points, b: &Points) -> (Points, Points) {
     let d = a.dim;

@@ -124,6 +124,32 @@ pub struct DsmConfig {
 pub struct DemonstratedClearance {
     pub states: Vec<Vec<f64>>,
     pub clearance: Vec<f64>,
+    /// Built on first use from `states`: only states within the margin of x can lower it, so a
+    /// radius query keeps each DSM step's cost from growing with the number of demonstrated states.
+    #[serde(skip)]
+    near: NearStates,
+}
+
+/// A cache of [`DemonstratedClearance::states`] (equal, cloned and printed as nothing).
+#[derive(Default)]
+struct NearStates(std::sync::OnceLock<Option<(crate::learn::identify::PointsWithin, f64)>>);
+
+impl Clone for NearStates {
+    fn clone(&self) -> Self {
+        NearStates::default()
+    }
+}
+
+impl PartialEq for NearStates {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for NearStates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("NearStates")
+    }
 }
 
 impl DemonstratedClearance {
@@ -135,10 +161,7 @@ impl DemonstratedClearance {
         margin: f64,
     ) -> Option<DemonstratedClearance> {
         let (mut grad, mut scratch) = (vec![0.0; dim], Scratch::default());
-        let mut out = DemonstratedClearance {
-            states: Vec::new(),
-            clearance: Vec::new(),
-        };
+        let mut out = DemonstratedClearance::new(Vec::new(), Vec::new());
         for x in states.chunks_exact(dim) {
             let logit = net.logit_grad(x, &mut grad, &mut scratch);
             let c = boundary_distance(logit, &grad);
@@ -161,11 +184,43 @@ impl DemonstratedClearance {
 
     /// The margin at `x`: at most `margin`.
     pub fn margin_at(&self, x: &[f64], margin: f64) -> f64 {
-        self.states
+        let cone =
+            |i: usize| 0.5 * self.clearance[i] + crate::geometry::distance(x, &self.states[i]);
+        let n = self.states.len().min(self.clearance.len());
+        let Some((near, least)) = self.near.0.get_or_init(|| self.index(x.len())) else {
+            // States of another dimension than x (a model file is validated before this).
+            return (0..n).map(cone).fold(margin, f64::min);
+        };
+        // A state d lowers the margin only if c/2 + |x - d| < margin, so |x - d| < margin - c/2.
+        let mut found = Vec::new();
+        near.within(x, margin - least, &mut found);
+        found.into_iter().map(cone).fold(margin, f64::min)
+    }
+
+    pub fn new(states: Vec<Vec<f64>>, clearance: Vec<f64>) -> DemonstratedClearance {
+        DemonstratedClearance {
+            states,
+            clearance,
+            near: NearStates::default(),
+        }
+    }
+
+    /// The radius query over the states with their least half clearance, if every state (with a
+    /// clearance) has `dim` values.
+    fn index(&self, dim: usize) -> Option<(crate::learn::identify::PointsWithin, f64)> {
+        let n = self.states.len().min(self.clearance.len());
+        if self.states[..n].iter().any(|d| d.len() != dim) {
+            return None;
+        }
+        let points = crate::learn::identify::Points {
+            dim,
+            data: self.states[..n].concat(),
+        };
+        let least = self.clearance[..n]
             .iter()
-            .zip(&self.clearance)
-            .map(|(d, c)| 0.5 * c + crate::geometry::distance(x, d))
-            .fold(margin, f64::min)
+            .map(|c| 0.5 * c)
+            .fold(f64::INFINITY, f64::min);
+        Some((crate::learn::identify::PointsWithin::new(&points), least))
     }
 }
 
@@ -1120,11 +1175,30 @@ mod tests {
     }
 
     #[test]
+    fn the_margin_from_the_radius_query_is_the_least_over_every_demonstrated_state() {
+        use rand::{RngExt, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(3);
+        for dim in [2, 3, 20] {
+            let states: Vec<Vec<f64>> = (0..500)
+                .map(|_| (0..dim).map(|_| rng.random_range(-1.0..1.0)).collect())
+                .collect();
+            let clearance: Vec<f64> = (0..500).map(|_| rng.random_range(0.0..0.4)).collect();
+            let dc = DemonstratedClearance::new(states.clone(), clearance.clone());
+            for _ in 0..200 {
+                let x: Vec<f64> = (0..dim).map(|_| rng.random_range(-1.2..1.2)).collect();
+                let scanned = states
+                    .iter()
+                    .zip(&clearance)
+                    .map(|(d, c)| 0.5 * c + crate::geometry::distance(&x, d))
+                    .fold(0.3, f64::min);
+                assert_eq!(dc.margin_at(&x, 0.3), scanned, "dim {dim} at {x:?}");
+            }
+        }
+    }
+
+    #[test]
     fn a_corrupt_demonstrated_clearance_in_a_model_file_is_refused_naming_the_field() {
-        let dc = DemonstratedClearance {
-            states: vec![vec![0.55, 0.0, 0.0]],
-            clearance: vec![0.05],
-        };
+        let dc = DemonstratedClearance::new(vec![vec![0.55, 0.0, 0.0]], vec![0.05]);
         let mut cfg = DsmConfig {
             demonstrated_clearance: Some(std::sync::Arc::new(dc.clone())),
             ..DsmConfig::default()
@@ -1132,16 +1206,16 @@ mod tests {
         assert_eq!(cfg.validate(Some(3)), Ok(()));
         let e = cfg.validate(Some(2)).unwrap_err();
         assert!(e.contains("demonstrated_clearance.states[0]"), "{e}");
-        cfg.demonstrated_clearance = Some(std::sync::Arc::new(DemonstratedClearance {
-            states: dc.states.clone(),
-            clearance: vec![f64::NAN],
-        }));
+        cfg.demonstrated_clearance = Some(std::sync::Arc::new(DemonstratedClearance::new(
+            dc.states.clone(),
+            vec![f64::NAN],
+        )));
         let e = cfg.validate(Some(3)).unwrap_err();
         assert!(e.contains("demonstrated_clearance.clearance[0]"), "{e}");
-        cfg.demonstrated_clearance = Some(std::sync::Arc::new(DemonstratedClearance {
-            states: dc.states.clone(),
-            clearance: vec![],
-        }));
+        cfg.demonstrated_clearance = Some(std::sync::Arc::new(DemonstratedClearance::new(
+            dc.states.clone(),
+            vec![],
+        )));
         assert!(
             cfg.validate(Some(3))
                 .unwrap_err()
