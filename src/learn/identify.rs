@@ -255,16 +255,26 @@ impl NearestPoint {
 
 type FindNearest = Box<dyn Fn(&[f64]) -> usize + Send + Sync>;
 
-fn nearest_tree<const K: usize>(points: &Points) -> Option<FindNearest> {
+/// A k-d tree of a set of K-dimensional points (items: their indices).
+fn tree_of<const K: usize>(points: &Points) -> Option<ImmutableKdTree<f64, K>> {
     let entries: Vec<[f64; K]> = points
         .rows()
         .map(|r| r.try_into().expect("rows of the set's dimension"))
         .collect();
-    let tree: ImmutableKdTree<f64, K> = ImmutableKdTree::new_from_slice(&entries).ok()?;
+    ImmutableKdTree::new_from_slice(&entries).ok()
+}
+
+/// A query of the set's dimension as a K-array.
+fn query_array<const K: usize>(q: &[f64]) -> [f64; K] {
+    let mut a = [0.0; K];
+    a.iter_mut().zip(q).for_each(|(a, q)| *a = *q);
+    a
+}
+
+fn nearest_tree<const K: usize>(points: &Points) -> Option<FindNearest> {
+    let tree = tree_of::<K>(points)?;
     Some(Box::new(move |q: &[f64]| {
-        let mut a = [0.0; K];
-        a.iter_mut().zip(q).for_each(|(a, q)| *a = *q);
-        tree.query(&a)
+        tree.query(&query_array::<K>(q))
             .nearest_one::<SquaredEuclidean<f64>>()
             .execute()
             .item as usize
@@ -302,16 +312,10 @@ impl PointsWithin {
 }
 
 fn within_tree<const K: usize>(points: &Points) -> Option<FindWithin> {
-    let entries: Vec<[f64; K]> = points
-        .rows()
-        .map(|r| r.try_into().expect("rows of the set's dimension"))
-        .collect();
-    let tree: ImmutableKdTree<f64, K> = ImmutableKdTree::new_from_slice(&entries).ok()?;
+    let tree = tree_of::<K>(points)?;
     Some(Box::new(move |q: &[f64], r: f64, out: &mut Vec<usize>| {
-        let mut a = [0.0; K];
-        a.iter_mut().zip(q).for_each(|(a, q)| *a = *q);
         let found = tree
-            .query(&a)
+            .query(&query_array::<K>(q))
             .within::<SquaredEuclidean<f64>>(r * r)
             .unsorted()
             .execute();
