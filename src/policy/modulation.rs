@@ -197,6 +197,7 @@ impl DemonstratedClearance {
         found.into_iter().map(cone).fold(margin, f64::min)
     }
 
+    /// Demonstrated states with their clearances (the radius query is built on first use).
     pub fn new(states: Vec<Vec<f64>>, clearance: Vec<f64>) -> DemonstratedClearance {
         DemonstratedClearance {
             states,
