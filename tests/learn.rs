@@ -270,10 +270,15 @@ fn learn_and_eval(task: &str, demos: &str, model: &str, seed: &str) -> (String, 
         "learn", "--task", task, "--demos", demos, "--seed", seed, "--out", model,
     ]);
     assert!(o.status.success(), "{task}: {}", stderr(&o));
-    let log = stderr(&o);
-    let o = pucl(&["eval", "--task", task, "--model", model, "--json"]);
+    (stderr(&o), eval_json(task, model, &[]))
+}
+
+/// `pucl eval --json` of `model` on `task`, with `extra` options (e.g. `--filter`).
+fn eval_json(task: &str, model: &str, extra: &[&str]) -> serde_json::Value {
+    let args = ["eval", "--task", task, "--model", model, "--json"];
+    let o = pucl(&[&args[..], extra].concat());
     assert!(o.status.success(), "{task}: {}", stderr(&o));
-    (log, serde_json::from_str(&stdout(&o)).unwrap())
+    serde_json::from_str(&stdout(&o)).unwrap()
 }
 
 /// A generated suite (`pucl suite --seed seed --per-class per_class`) in a temporary folder.
@@ -776,17 +781,7 @@ fn the_filter_follows_the_level_sets_where_the_hull_turns_a_command_back_at_full
     let name = "suite2_3D_04";
     let (_, m, _) = learn_and_eval_suite_task(d.path(), name, "2");
     let task = d.path().join(format!("{name}.yaml"));
-    let o = pucl(&[
-        "eval",
-        "--task",
-        task.to_str().unwrap(),
-        "--model",
-        m.to_str().unwrap(),
-        "--filter",
-        "--json",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let v = eval_json(task.to_str().unwrap(), m.to_str().unwrap(), &["--filter"]);
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }
