@@ -770,22 +770,6 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }
 
-#[test]
-fn the_filter_follows_the_level_sets_where_the_hull_turns_a_command_back_at_full_speed() {
-    // A generated 3-D task (suite seed 2) whose learned obstacles meet in front of the goal. The
-    // modulation around their star-shaped hull turned the command aside or back at full speed, which
-    // the filter did not count as held back (it compared speeds, not progress along the command):
-    // runs went back and forth in front of the obstacles, and through the filter only 33 % of this
-    // model's episodes reached the goal.
-    let d = suite("2", "10");
-    let name = "suite2_3D_04";
-    let (_, m, _) = learn_and_eval_suite_task(d.path(), name, "2");
-    let task = d.path().join(format!("{name}.yaml"));
-    let v = eval_json(task.to_str().unwrap(), m.to_str().unwrap(), &["--filter"]);
-    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
-    assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
-}
-
 /// A base crossing a shop floor past a pillar and a rotated pallet rack, written as a user would
 /// (docs/RESULTS.md, "The margin in demonstrated corridors").
 const SHOP_FLOOR: &str = "name: shop_floor

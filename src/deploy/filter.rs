@@ -52,9 +52,9 @@ pub struct FilterConfig {
 /// unchanged (a controller's retreat is never slowed).
 pub const NODE_TAIL_EFFECT: bool = false;
 
-/// A command that the modulation around a learned obstacle's star-shaped hull leaves with less than
-/// this fraction of its speed along the command (braked, or turned aside or back), where the hull
-/// does not model the learned boundary, is also modulated around zeta's level sets (see `evaluate`).
+/// A command that the modulation around a learned obstacle's star-shaped hull brakes below this
+/// fraction of its speed, where the hull does not model the learned boundary, is also modulated
+/// around zeta's level sets (see `evaluate`).
 const HELD_BY_HULL: f64 = 0.5;
 
 /// Below this ratio of its distance from a hull's reference to the hull's radius (grown by the
@@ -452,12 +452,8 @@ impl SafetyFilter {
                     .ok_or(Status::NonFinitePose)
             };
             modulate(star.as_ref(), &dsm, &mut v, &mut self.scratch)?;
-            let progress = |u: &[f64; 3]| (0..3).map(|k| u[k] * cmd[k]).sum::<f64>();
-            // Held back is measured along the command, not by speed: inside the hull the modulation
-            // can turn a command round at full speed, and runs then went back and forth in front
-            // of the learned obstacle.
             if let Some(st) = &star
-                && progress(&v) < HELD_BY_HULL * speed * speed
+                && norm(&v) < HELD_BY_HULL * speed
                 && (st.margin_ratio(dsm.safety_margin) < INSIDE_HULL || {
                     let g = &mut self.scratch.grad;
                     g.resize(3, 0.0);
@@ -476,6 +472,7 @@ impl SafetyFilter {
                 // above or below): sliding along the whole gradient first carried runs round the
                 // outer side of a learned cup that learning never probed. Every candidate passes
                 // the same whole-path check against the learned obstacle.
+                let progress = |u: &[f64; 3]| (0..3).map(|k| u[k] * cmd[k]).sum::<f64>();
                 let slides = if dsm.around_axis.is_some() { 2 } else { 1 };
                 for around_axis in [dsm.around_axis.clone(), None].into_iter().take(slides) {
                     let level_sets = DsmConfig {
