@@ -794,8 +794,9 @@ expert: {margin: 0.15}
 fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_it() {
     // The demonstrations pass between the pillar and the rack; each learned obstacle reaches about
     // d_r/2 from them, and the derived margin (d_r/2) closes that corridor from both sides: with
-    // `margin_clear_of_demonstrations: false` and learning seed 1 the DSM policy misses the goal in
-    // 7 of 30 episodes.
+    // `margin_clear_of_demonstrations: false` and learning seed 1 the DSM policy stalls in front of
+    // it (7 of 30 episodes missed the goal before evaluation had the guide; with it, the stalled
+    // runs go round the other way: a lower mean return, and one still misses).
     let d = tempfile::tempdir().unwrap();
     let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
     let (task, demos, m, user) = (
@@ -834,11 +835,15 @@ fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_i
         plain["dsm"].get("demonstrated_clearance").is_none(),
         "{plain}"
     );
-    assert!(before["goal_reached"].as_f64().unwrap() < 0.8, "{before}");
+    assert!(before["goal_reached"].as_f64().unwrap() < 1.0, "{before}");
     let (log, after, model) = learn(&[]);
     assert!(log.contains("margin_clear_of_demonstrations: "), "{log}");
     assert_eq!(after["unsafe_rate"].as_f64(), Some(0.0), "{after}");
     assert!(after["goal_reached"].as_f64().unwrap() >= 0.95, "{after}");
+    assert!(
+        after["mean_return"].as_f64().unwrap() > before["mean_return"].as_f64().unwrap(),
+        "the corridor is the shorter way: {before} {after}"
+    );
     // The same learned constraint; the safety filter's margin is the same too.
     assert_eq!(after["iou"], before["iou"]);
     assert_eq!(model["dsm"]["safety_margin"], plain["dsm"]["safety_margin"]);
@@ -1172,4 +1177,34 @@ fn eval_with_the_filter_refuses_a_task_without_a_three_dimensional_position() {
         ],
         &["3-D position", "2-D"],
     );
+}
+
+#[test]
+fn evaluation_runs_get_round_the_wall_the_four_cups_learned_obstacles_merge_into() {
+    // The four cups under a new name (derived settings): the learned cups merge into a wall concave
+    // towards the starts, and the modulated flow ends in front of it. Without the evaluation's guide
+    // learning seed 0 reached the goal in 13 of 30 episodes (14 stopped); with it, in every one.
+    let d = tempfile::tempdir().unwrap();
+    let task = d.path().join("my_cups.yaml");
+    let original = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/reach_four_cups_3d.yaml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &task,
+        original.replace("name: reach_four_cups_3d", "name: my_cups"),
+    )
+    .unwrap();
+    let m = d.path().join("my_cups.json");
+    let (_, v) = learn_and_eval(
+        task.to_str().unwrap(),
+        &reference("reach_four_cups_3d_ds.csv"),
+        m.to_str().unwrap(),
+        "0",
+    );
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
+    assert_eq!(v["stopped"].as_f64(), Some(0.0), "{v}");
+    // Not bought by driving through the cups: a few steps graze the end cup's outer side, which no
+    // proposal probed (0.36 % here).
+    assert!(v["unsafe_rate"].as_f64().unwrap() < 0.01, "{v}");
 }

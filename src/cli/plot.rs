@@ -8,7 +8,7 @@ use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::Scratch;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::modulation::DsmPolicy;
-use pucl::report::evaluate::policy_states;
+use pucl::report::evaluate::{guide_for, policy_states};
 use pucl::report::plot::{INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series, states_chart};
 use pucl::task::Task;
 use pucl::task::sim::{Simulator, Trajectory};
@@ -64,6 +64,8 @@ pub fn run(a: PlotArgs) -> Result<()> {
     let mut sim = Simulator::new(&task);
     let mut groups = Vec::new();
     let mut psi = vec![0.0; task.feature_dim()];
+    // As `pucl eval` runs them: guided past concave learned obstacles once stalled.
+    let guide = guide_for(&task, &m.network, &m.dsm, &m.starts);
     for s in &m.starts {
         let mut t = Trajectory::with_capacity(&task);
         match &crl {
@@ -71,6 +73,9 @@ pub fn run(a: PlotArgs) -> Result<()> {
             None => {
                 let mut policy =
                     DsmPolicy::new(&task, Some(&m.network), &m.dsm).map_err(anyhow::Error::msg)?;
+                if let Some(g) = &guide {
+                    policy = policy.with_guide(g);
+                }
                 sim.rollout(s, &mut policy, &mut t);
             }
         }

@@ -5,5 +5,6 @@
 //! A new policy for Algorithm 1 implements [`crate::learn::Proposer`]; its per-step control law goes
 //! here, next to these.
 pub mod crl;
+pub mod guide;
 pub mod modulation;
 pub mod reference;

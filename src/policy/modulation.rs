@@ -977,7 +977,17 @@ pub struct DsmPolicy<'a> {
     pos: Vec<f64>,
     trial: Vec<f64>,
     detour: Option<Detour>,
+    guide: Option<&'a crate::policy::guide::Guide>,
+    aim: Vec<f64>,
+    /// The positions of the last second (ring buffer, row-major), to tell a stall.
+    recent: Vec<f64>,
+    recent_at: usize,
+    guided: bool,
 }
+
+/// The guide takes over when the robot has covered less than this fraction of the nominal speed's
+/// distance over the last second: the modulation holds it in front of a learned obstacle.
+const STALL_FRACTION: f64 = 0.25;
 
 /// A side to pass learned obstacles on (position constraints): until the robot has come `until`
 /// along the straight line from `from` towards the goal (unit `along`), the nominal velocity leans
@@ -1041,12 +1051,26 @@ impl<'a> DsmPolicy<'a> {
             pos: vec![0.0; task.action_dim()],
             trial: vec![0.0; d],
             detour: None,
+            guide: None,
+            aim: vec![0.0; task.action_dim()],
+            recent: Vec::new(),
+            recent_at: 0,
+            guided: false,
         })
     }
 
     /// Go round learned obstacles on the detour's side (position constraints).
     pub fn with_detour(mut self, detour: Detour) -> Self {
         self.detour = Some(detour);
+        self
+    }
+
+    /// Once the robot stalls, head for the guide's intermediate attractor wherever the goal is out of
+    /// sight behind a learned obstacle (position constraints; the guide must be planned towards this
+    /// policy's goal). Until then the policy is the plain DSM policy, whose way round an obstacle
+    /// follows the modulated flow; the guide is its way out of the pockets that flow ends in.
+    pub fn with_guide(mut self, guide: &'a crate::policy::guide::Guide) -> Self {
+        self.guide = Some(guide);
         self
     }
 
@@ -1057,11 +1081,49 @@ impl<'a> DsmPolicy<'a> {
     }
 }
 
+impl DsmPolicy<'_> {
+    /// Whether the robot has stalled (from then on, for the rest of the episode): over the last second
+    /// it covered less than [`STALL_FRACTION`] of what the nominal speed covers. Records `pos`.
+    fn stalled(&mut self) -> bool {
+        if self.guided {
+            return true;
+        }
+        let d = self.pos.len();
+        let window = (1.0 / self.task.spec.dynamics.dt).round().max(1.0) as usize;
+        if self.recent.len() < window * d {
+            self.recent.extend_from_slice(&self.pos);
+            return false;
+        }
+        let at = self.recent_at * d;
+        let moved = crate::geometry::distance(&self.pos, &self.recent[at..at + d]);
+        self.recent[at..at + d].copy_from_slice(&self.pos);
+        self.recent_at = (self.recent_at + 1) % window;
+        // What the nominal system covers here in a second: it slows down near the goal.
+        let to_goal = crate::geometry::distance(&self.pos, &self.goal);
+        let nominal = window as f64 * self.step * self.cfg.speed.min(self.cfg.gain * to_goal);
+        self.guided = moved < STALL_FRACTION * nominal;
+        self.guided
+    }
+}
+
 impl Policy for DsmPolicy<'_> {
     fn act(&mut self, state: &[f64], action: &mut [f64]) {
         for (k, &i) in self.task.position_idx.iter().enumerate() {
             action[k] = -self.cfg.gain * (state[i] - self.goal[k]);
             self.pos[k] = state[i];
+        }
+        if let Some(guide) = self.guide
+            && self.stalled()
+            && guide.aim(&self.pos, &mut self.aim)
+        {
+            // Towards the attractor on the way, as fast as the nominal system towards the goal.
+            let speed = crate::geometry::norm(action);
+            let to_aim = crate::geometry::distance(&self.aim, &self.pos);
+            if to_aim > 0.0 {
+                for (k, a) in action.iter_mut().enumerate() {
+                    *a = speed * (self.aim[k] - self.pos[k]) / to_aim;
+                }
+            }
         }
         if let Some(d) = &self.detour {
             let s: f64 = (0..d.from.len())
