@@ -7,8 +7,9 @@ use pucl::demos::DemoSet;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::Scratch;
 use pucl::policy::crl::PolicyFile;
+use pucl::policy::guide::guide_for;
 use pucl::policy::modulation::DsmPolicy;
-use pucl::report::evaluate::{guide_for, policy_states};
+use pucl::report::evaluate::policy_states;
 use pucl::report::plot::{INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series, states_chart};
 use pucl::task::Task;
 use pucl::task::sim::{Simulator, Trajectory};
@@ -65,7 +66,7 @@ pub fn run(a: PlotArgs) -> Result<()> {
     let mut groups = Vec::new();
     let mut psi = vec![0.0; task.feature_dim()];
     // As `pucl eval` runs them: guided past concave learned obstacles once stalled.
-    let guide = guide_for(&task, &m.network, &m.dsm, &m.starts);
+    let guide = guide_for(&task, &m.network, m.dsm.safety_margin, &m.starts);
     for s in &m.starts {
         let mut t = Trajectory::with_capacity(&task);
         match &crl {

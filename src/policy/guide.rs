@@ -8,8 +8,9 @@
 //! to the guide only once a run has stalled ([`crate::policy::modulation::DsmPolicy::with_guide`]);
 //! the modulation and its lookahead still keep the robot out of the learned obstacle, the guide only
 //! chooses the way round.
-use crate::learn::network::Scratch;
-use crate::policy::modulation::{Feasibility, boundary_distance};
+use crate::learn::network::{Mlp, Scratch};
+use crate::policy::modulation::{Feasibility, PolicySpace, boundary_distance};
+use crate::task::Task;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
@@ -290,6 +291,41 @@ impl Guide {
         self.centre_of(target, aim);
         true
     }
+}
+
+/// The guide for the DSM policy's runs on `task` from `starts` (position constraints in 2-D or 3-D)
+/// that keep `margin` from the learned boundary: planned on zeta, over the workspace bounds
+/// or, for a task without them, over the box around the evaluation grid, the starts and the goal,
+/// widened by a quarter of its size on every side.
+pub fn guide_for(task: &Task, net: &Mlp, margin: f64, starts: &[Vec<f64>]) -> Option<Guide> {
+    if PolicySpace::of(task) != Ok(PolicySpace::Position) {
+        return None;
+    }
+    let cells = match task.feature_dim() {
+        2 => GUIDE_CELLS_2D,
+        _ => GUIDE_CELLS_3D,
+    };
+    let (lo, hi) = match &task.bounds {
+        Some(b) => b.clone(),
+        None => {
+            let goal = task.goal();
+            let (mut lo, mut hi) = (goal.to_vec(), goal.to_vec());
+            for (k, &i) in task.position_idx.iter().enumerate() {
+                let axis = task.grid.get(k).into_iter().flatten();
+                for v in starts.iter().filter_map(|s| s.get(i)).chain(axis) {
+                    lo[k] = lo[k].min(*v);
+                    hi[k] = hi[k].max(*v);
+                }
+            }
+            for k in 0..lo.len() {
+                let widen = 0.25 * (hi[k] - lo[k]);
+                lo[k] -= widen;
+                hi[k] += widen;
+            }
+            (lo, hi)
+        }
+    };
+    Guide::plan(net, &lo, &hi, task.goal(), margin, cells)
 }
 
 /// The offsets to a cell's 8 (2-D) or 26 (3-D) neighbours.

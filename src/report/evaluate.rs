@@ -7,8 +7,8 @@ use crate::learn::Learned;
 use crate::learn::network::Mlp;
 use crate::policy::crl::GaussianPolicy;
 use crate::policy::crl::PolicyFile;
-use crate::policy::guide::{GUIDE_CELLS_2D, GUIDE_CELLS_3D, Guide};
-use crate::policy::modulation::{DsmConfig, DsmPolicy, PolicySpace};
+use crate::policy::guide::guide_for;
+use crate::policy::modulation::{DsmConfig, DsmPolicy};
 use crate::report::metrics::{Confusion, UnsafeRate, grid_confusion};
 use crate::task::Task;
 use crate::task::sim::{Simulator, Trajectory};
@@ -208,7 +208,7 @@ pub fn evaluate(
 ) -> Result<Evaluation> {
     need_episodes(starts, episodes)?;
     let c = grid_metrics(task, net, threshold);
-    let guide = guide_for(task, net, dsm, starts);
+    let guide = guide_for(task, net, dsm.safety_margin, starts);
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
@@ -221,41 +221,6 @@ pub fn evaluate(
         trajs.push(t);
     }
     Ok(Evaluation::of(task, c, &trajs))
-}
-
-/// The way past concave learned obstacles for the DSM policy's evaluation episodes from `starts`
-/// (position constraints in 2-D or 3-D): planned once on the learned zeta, over the workspace bounds
-/// or, for a task without them, over the box around the evaluation grid, the starts and the goal,
-/// widened by a quarter of its size on every side.
-pub fn guide_for(task: &Task, net: &Mlp, dsm: &DsmConfig, starts: &[Vec<f64>]) -> Option<Guide> {
-    if PolicySpace::of(task) != Ok(PolicySpace::Position) {
-        return None;
-    }
-    let cells = match task.feature_dim() {
-        2 => GUIDE_CELLS_2D,
-        _ => GUIDE_CELLS_3D,
-    };
-    let (lo, hi) = match &task.bounds {
-        Some(b) => b.clone(),
-        None => {
-            let goal = task.goal();
-            let (mut lo, mut hi) = (goal.to_vec(), goal.to_vec());
-            for (k, &i) in task.position_idx.iter().enumerate() {
-                let axis = task.grid.get(k).into_iter().flatten();
-                for v in starts.iter().filter_map(|s| s.get(i)).chain(axis) {
-                    lo[k] = lo[k].min(*v);
-                    hi[k] = hi[k].max(*v);
-                }
-            }
-            for k in 0..lo.len() {
-                let widen = 0.25 * (hi[k] - lo[k]);
-                lo[k] -= widen;
-                hi[k] += widen;
-            }
-            (lo, hi)
-        }
-    };
-    Guide::plan(net, &lo, &hi, task.goal(), dsm.safety_margin, cells)
 }
 
 /// The nominal controller of [`evaluate_filtered`]: a P-controller towards the goal with this gain
