@@ -1098,9 +1098,14 @@ impl DsmPolicy<'_> {
         let moved = crate::geometry::distance(&self.pos, &self.recent[at..at + d]);
         self.recent[at..at + d].copy_from_slice(&self.pos);
         self.recent_at = (self.recent_at + 1) % window;
-        // What the nominal system covers here in a second: it slows down near the goal.
-        let to_goal = crate::geometry::distance(&self.pos, &self.goal);
-        let nominal = window as f64 * self.step * self.cfg.speed.min(self.cfg.gain * to_goal);
+        // What the nominal system covers here in a second (as `normalize_speed` sets its speed): it
+        // slows down near the goal.
+        let raw = self.cfg.gain * crate::geometry::distance(&self.pos, &self.goal);
+        let speed = match self.cfg.normalize_above {
+            Some(above) if raw > above => self.cfg.speed,
+            _ => raw,
+        };
+        let nominal = window as f64 * self.step * speed;
         self.guided = moved < STALL_FRACTION * nominal;
         self.guided
     }
