@@ -166,17 +166,24 @@ fn query_of_extreme_finite_values_answers_finite_numbers() {
     }
 }
 
+/// A copy of built-in task `builtin` under the name `name`, written to `dir/name.yaml`: a task
+/// file as a user makes one, which no settings file matches.
+fn renamed(dir: &Path, builtin: &str, name: &str) -> PathBuf {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("config/tasks/{builtin}.yaml")),
+    )
+    .unwrap()
+    .replacen(&format!("name: {builtin}"), &format!("name: {name}"), 1);
+    assert!(text.contains(&format!("name: {name}")));
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 #[test]
 fn eval_warns_when_the_model_was_learned_for_another_task() {
     let d = tempfile::tempdir().unwrap();
-    let task = d.path().join("my_cylinder.yaml");
-    let text = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/reach_obstacle_3d.yaml"),
-    )
-    .unwrap()
-    .replacen("name: reach_obstacle_3d", "name: my_cylinder", 1);
-    assert!(text.contains("name: my_cylinder"));
-    std::fs::write(&task, text).unwrap();
+    let task = renamed(d.path(), "reach_obstacle_3d", "my_cylinder");
     let m = model_3d().to_str().unwrap();
     let args = [
         "eval",
@@ -1185,16 +1192,7 @@ fn evaluation_runs_get_round_the_wall_the_four_cups_learned_obstacles_merge_into
     // towards the starts, and the modulated flow ends in front of it. Without the evaluation's guide
     // learning seed 0 reached the goal in 13 of 30 episodes (14 stopped); with it, in every one.
     let d = tempfile::tempdir().unwrap();
-    let task = d.path().join("my_cups.yaml");
-    let original = std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/reach_four_cups_3d.yaml"),
-    )
-    .unwrap();
-    std::fs::write(
-        &task,
-        original.replace("name: reach_four_cups_3d", "name: my_cups"),
-    )
-    .unwrap();
+    let task = renamed(d.path(), "reach_four_cups_3d", "my_cups");
     let m = d.path().join("my_cups.json");
     let (_, v) = learn_and_eval(
         task.to_str().unwrap(),
