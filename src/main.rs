@@ -27,7 +27,8 @@ enum Command {
     /// baselines with --method) and write the model file.
     Learn(cli::learn::LearnArgs),
     /// Evaluate a model: IoU, recall, precision on the task's grid (or, without one, on the states of
-    /// its evaluation policies); unsafe rate of its DSM policy, or of a CRL policy file (--policy).
+    /// its evaluation policies); unsafe and goal-reached rates of its DSM policy (a run that stalls in
+    /// front of a learned obstacle is guided round it), or of a CRL policy file (--policy).
     Eval(cli::eval::EvalArgs),
     /// Query a model: feasible, zeta and its gradient at one or more points (values flattened).
     Query(cli::query::QueryArgs),
