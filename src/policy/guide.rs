@@ -145,6 +145,19 @@ impl Guide {
         }
     }
 
+    /// The cell at offset `off` from the cell at coordinates `here`; None beyond the grid.
+    fn neighbour(&self, here: &[usize], off: &[i64]) -> Option<usize> {
+        let mut j = 0usize;
+        for k in (0..here.len()).rev() {
+            let c = here[k] as i64 + off[k];
+            if c < 0 || c >= self.counts[k] as i64 {
+                return None;
+            }
+            j = j * self.counts[k] + c as usize;
+        }
+        Some(j)
+    }
+
     fn centre_of(&self, i: usize, out: &mut [f64]) {
         let mut c = [0usize; 3];
         self.coords(i, &mut c[..out.len()]);
@@ -161,23 +174,17 @@ impl Guide {
         self.to_goal[start] = 0.0;
         let mut heap = BinaryHeap::new();
         heap.push(Entry(0.0, start));
-        let (mut here, mut there) = ([0usize; 3], [0i64; 3]);
+        let mut here = [0usize; 3];
         while let Some(Entry(cost, i)) = heap.pop() {
             if cost > self.to_goal[i] {
                 continue;
             }
             self.coords(i, &mut here[..d]);
-            'next: for off in &self.offsets {
-                let mut j = 0usize;
-                let mut length = 0.0;
-                for k in (0..d).rev() {
-                    there[k] = here[k] as i64 + off[k];
-                    if there[k] < 0 || there[k] >= self.counts[k] as i64 {
-                        continue 'next;
-                    }
-                    j = j * self.counts[k] + there[k] as usize;
-                    length += (off[k] as f64 * self.size[k]).powi(2);
-                }
+            for off in &self.offsets {
+                let Some(j) = self.neighbour(&here[..d], off) else {
+                    continue;
+                };
+                let length: f64 = (0..d).map(|k| (off[k] as f64 * self.size[k]).powi(2)).sum();
                 let weight = match self.cells[j] {
                     Cell::Clear => 1.0,
                     Cell::Narrow => NARROW_COST,
@@ -241,16 +248,12 @@ impl Guide {
             self.coords(own, &mut here[..d]);
             let mut centre = [0.0; 3];
             for off in &self.offsets {
-                let mut j = 0usize;
-                let mut inside = true;
-                for k in (0..d).rev() {
-                    let c = here[k] as i64 + off[k];
-                    inside &= c >= 0 && c < self.counts[k] as i64;
-                    j = j * self.counts[k] + c.clamp(0, self.counts[k] as i64 - 1) as usize;
-                }
-                if !inside || !self.to_goal[j].is_finite() {
+                let Some(j) = self
+                    .neighbour(&here[..d], off)
+                    .filter(|&j| self.to_goal[j].is_finite())
+                else {
                     continue;
-                }
+                };
                 self.centre_of(j, &mut centre[..d]);
                 let c = self.to_goal[j] + crate::geometry::distance(x, &centre[..d]);
                 if c < best {
