@@ -7,7 +7,7 @@ use pucl::demos::DemoSet;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::Scratch;
 use pucl::policy::crl::PolicyFile;
-use pucl::policy::guide::guide_for;
+use pucl::policy::guide::LazyGuide;
 use pucl::policy::modulation::DsmPolicy;
 use pucl::report::evaluate::policy_states;
 use pucl::report::plot::{INFEASIBLE_POINT_COLOR, ROLLOUT_COLOR, Scene, Series, states_chart};
@@ -66,17 +66,15 @@ pub fn run(a: PlotArgs) -> Result<()> {
     let mut groups = Vec::new();
     let mut psi = vec![0.0; task.feature_dim()];
     // As `pucl eval` runs them: guided past concave learned obstacles once stalled.
-    let guide = guide_for(&task, &m.network, m.dsm.safety_margin, &m.starts);
+    let guide = LazyGuide::new(&task, &m.network, m.dsm.safety_margin, &m.starts);
     for s in &m.starts {
         let mut t = Trajectory::with_capacity(&task);
         match &crl {
             Some(f) => sim.rollout(s, &mut &f.policy, &mut t),
             None => {
-                let mut policy =
-                    DsmPolicy::new(&task, Some(&m.network), &m.dsm).map_err(anyhow::Error::msg)?;
-                if let Some(g) = &guide {
-                    policy = policy.with_guide(g);
-                }
+                let mut policy = DsmPolicy::new(&task, Some(&m.network), &m.dsm)
+                    .map_err(anyhow::Error::msg)?
+                    .with_guide(&guide);
                 sim.rollout(s, &mut policy, &mut t);
             }
         }

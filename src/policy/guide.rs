@@ -1,10 +1,10 @@
 //! A navigation function over the learned constraint: the DSM policy's way past concave learned
 //! obstacles. Modulation is reactive: where learned obstacles merge into a wall that is concave
 //! towards the robot, the modulated nominal system has a stable point in front of it and the robot
-//! stalls there, short of a goal it could reach by going round. The guide plans once per model on a
-//! grid over the workspace (Dijkstra from the goal over the cells zeta calls feasible) and gives the
-//! policy an intermediate attractor: the farthest point along the planned way that the robot sees in
-//! a straight line. Where the goal itself is in sight the attractor is the goal. The DSM policy turns
+//! stalls there, short of a goal it could reach by going round. The guide plans once per model, when a
+//! run first stalls ([`LazyGuide`]), on a grid over the workspace (Dijkstra from the goal over the
+//! cells zeta calls feasible) and gives the policy an intermediate attractor: the farthest point
+//! along the planned way that the robot sees in a straight line. Where the goal itself is in sight the attractor is the goal. The DSM policy turns
 //! to the guide only once a run has stalled ([`crate::policy::modulation::DsmPolicy::with_guide`]);
 //! the modulation and its lookahead still keep the robot out of the learned obstacle, the guide only
 //! chooses the way round.
@@ -296,6 +296,40 @@ impl Guide {
     }
 }
 
+/// The guide of [`guide_for`], planned when a run first asks for it: most models' runs never stall,
+/// and planning costs a pass of zeta over every cell (about 0.1 s in 3-D).
+pub struct LazyGuide<'a> {
+    task: &'a Task,
+    net: &'a Mlp,
+    margin: f64,
+    starts: &'a [Vec<f64>],
+    planned: std::cell::OnceCell<Option<Guide>>,
+}
+
+impl<'a> LazyGuide<'a> {
+    pub fn new(task: &'a Task, net: &'a Mlp, margin: f64, starts: &'a [Vec<f64>]) -> Self {
+        LazyGuide {
+            task,
+            net,
+            margin,
+            starts,
+            planned: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The guide, planned on the first call; None where [`guide_for`] gives none.
+    pub fn get(&self) -> Option<&Guide> {
+        self.planned
+            .get_or_init(|| guide_for(self.task, self.net, self.margin, self.starts))
+            .as_ref()
+    }
+
+    /// Whether it has been planned (a run asked for it).
+    pub fn is_planned(&self) -> bool {
+        self.planned.get().is_some()
+    }
+}
+
 /// The guide for the DSM policy's runs on `task` from `starts` (position constraints in 2-D or 3-D)
 /// that keep `margin` from the learned boundary: planned on zeta, over the workspace bounds
 /// or, for a task without them, over the box around the evaluation grid, the starts and the goal,
@@ -457,6 +491,32 @@ mod tests {
         assert!(aim.iter().all(|c| c.is_nan()), "aim written: {aim:?}");
         // A NaN position gets no aim either.
         assert!(!guide.aim(&[f64::NAN, 0.5], &mut aim));
+    }
+
+    #[test]
+    fn runs_that_never_stall_never_plan_the_guide_and_the_first_that_asks_plans_it() {
+        use crate::policy::modulation::{DsmConfig, DsmPolicy};
+        use crate::task::sim::{Simulator, Trajectory};
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        // zeta = sigmoid(20) everywhere: nothing to go round.
+        let mut net = Mlp::new(3, &[4], 0);
+        net.params.iter_mut().for_each(|p| *p = 0.0);
+        *net.params.last_mut().unwrap() = 20.0;
+        let starts = task.start_states();
+        let guide = LazyGuide::new(&task, &net, 0.01, &starts);
+        let cfg = DsmConfig::default();
+        let mut sim = Simulator::new(&task);
+        for s in &starts {
+            let mut policy = DsmPolicy::new(&task, Some(&net), &cfg)
+                .unwrap()
+                .with_guide(&guide);
+            let mut t = Trajectory::with_capacity(&task);
+            sim.rollout(s, &mut policy, &mut t);
+            assert!(t.reached_goal);
+        }
+        assert!(!guide.is_planned());
+        assert!(guide.get().is_some());
+        assert!(guide.is_planned());
     }
 
     #[test]

@@ -977,7 +977,7 @@ pub struct DsmPolicy<'a> {
     pos: Vec<f64>,
     trial: Vec<f64>,
     detour: Option<Detour>,
-    guide: Option<&'a crate::policy::guide::Guide>,
+    guide: Option<&'a crate::policy::guide::LazyGuide<'a>>,
     aim: Vec<f64>,
     /// The positions of the last second (ring buffer, row-major), to tell a stall.
     recent: Vec<f64>,
@@ -1069,7 +1069,7 @@ impl<'a> DsmPolicy<'a> {
     /// sight behind a learned obstacle (position constraints; the guide must be planned towards this
     /// policy's goal). Until then the policy is the plain DSM policy, whose way round an obstacle
     /// follows the modulated flow; the guide is its way out of the pockets that flow ends in.
-    pub fn with_guide(mut self, guide: &'a crate::policy::guide::Guide) -> Self {
+    pub fn with_guide(mut self, guide: &'a crate::policy::guide::LazyGuide<'a>) -> Self {
         self.guide = Some(guide);
         self
     }
@@ -1119,6 +1119,7 @@ impl Policy for DsmPolicy<'_> {
         }
         if let Some(guide) = self.guide
             && self.stalled()
+            && let Some(guide) = guide.get()
             && guide.aim(&self.pos, &mut self.aim)
         {
             // Towards the attractor on the way, as fast as the nominal system towards the goal.

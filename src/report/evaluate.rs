@@ -7,7 +7,7 @@ use crate::learn::Learned;
 use crate::learn::network::Mlp;
 use crate::policy::crl::GaussianPolicy;
 use crate::policy::crl::PolicyFile;
-use crate::policy::guide::guide_for;
+use crate::policy::guide::LazyGuide;
 use crate::policy::modulation::{DsmConfig, DsmPolicy};
 use crate::report::metrics::{Confusion, UnsafeRate, grid_confusion};
 use crate::task::Task;
@@ -208,15 +208,14 @@ pub fn evaluate(
 ) -> Result<Evaluation> {
     need_episodes(starts, episodes)?;
     let c = grid_metrics(task, net, threshold);
-    let guide = guide_for(task, net, dsm.safety_margin, starts);
+    let guide = LazyGuide::new(task, net, dsm.safety_margin, starts);
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
         let mut t = Trajectory::with_capacity(task);
-        let mut policy = DsmPolicy::new(task, Some(net), dsm).map_err(Error::Invalid)?;
-        if let Some(g) = &guide {
-            policy = policy.with_guide(g);
-        }
+        let mut policy = DsmPolicy::new(task, Some(net), dsm)
+            .map_err(Error::Invalid)?
+            .with_guide(&guide);
         sim.rollout(&s, &mut policy, &mut t);
         trajs.push(t);
     }
