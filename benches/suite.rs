@@ -20,8 +20,8 @@
 //! of the demonstration it beat).
 //! `--both-ways` turns `both_ways` on (a second proposal from every start that went round something,
 //! the other way round).
-//! `--margin-clear` turns `margin_clear_of_demonstrations` on (the DSM policy's margin lowered around
-//! demonstrated states that keep less than it from the learned boundary).
+//! `--no-margin-clear` turns `margin_clear_of_demonstrations` off (on by default: the DSM policy's
+//! margin lowered around demonstrated states that keep less than it from the learned boundary).
 //! `-- --help` lists the options; an unknown one is an error.
 use clap::Parser;
 use pucl::demos::DemoSet;
@@ -95,9 +95,9 @@ struct Args {
     /// Turns `both_ways` on.
     #[arg(long)]
     both_ways: bool,
-    /// Turns `margin_clear_of_demonstrations` on.
+    /// Turns `margin_clear_of_demonstrations` off (on by default).
     #[arg(long)]
-    margin_clear: bool,
+    no_margin_clear: bool,
     /// The built-in tasks under new names, from the reference demonstrations, instead of the suite.
     #[arg(long)]
     renamed: bool,
@@ -168,8 +168,8 @@ struct Overrides {
     bend_prior: bool,
     /// Turns `both_ways` on.
     both_ways: bool,
-    /// Turns `margin_clear_of_demonstrations` on.
-    margin_clear: bool,
+    /// Turns `margin_clear_of_demonstrations` off.
+    no_margin_clear: bool,
 }
 
 impl Overrides {
@@ -188,8 +188,8 @@ impl Overrides {
         if self.both_ways {
             s += " with both_ways";
         }
-        if self.margin_clear {
-            s += " with margin_clear_of_demonstrations";
+        if self.no_margin_clear {
+            s += " without margin_clear_of_demonstrations";
         }
         s
     }
@@ -205,7 +205,7 @@ fn derived_settings(task: &Task, demos: &DemoSet, o: Overrides) -> LearnConfig {
     }
     cfg.bend_prior |= o.bend_prior;
     cfg.both_ways |= o.both_ways;
-    cfg.margin_clear_of_demonstrations |= o.margin_clear;
+    cfg.margin_clear_of_demonstrations &= !o.no_margin_clear;
     cfg
 }
 
@@ -290,7 +290,7 @@ fn main() {
         suffix_starts: args.suffix_starts,
         bend_prior: args.bend_prior,
         both_ways: args.both_ways,
-        margin_clear: args.margin_clear,
+        no_margin_clear: args.no_margin_clear,
     };
     let png = args
         .png
