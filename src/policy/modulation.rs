@@ -967,8 +967,11 @@ pub struct DsmPolicy<'a> {
     task: &'a Task,
     net: Option<&'a Mlp>,
     cfg: &'a DsmConfig,
-    /// With `demonstrated_clearance`: the settings with this step's margin.
-    local: Option<DsmConfig>,
+    /// The settings with this step's margin (lowered near demonstrated states and the goal).
+    local: DsmConfig,
+    /// The goal's distance from the learned boundary, measured on the first step (None before it;
+    /// Some(None) where the goal is no nearer than twice the margin, so the margin stays whole).
+    goal_clearance: Option<Option<f64>>,
     space: PolicySpace,
     goal: Vec<f64>,
     step: f64,
@@ -1042,7 +1045,8 @@ impl<'a> DsmPolicy<'a> {
             task,
             net,
             cfg,
-            local: cfg.demonstrated_clearance.is_some().then(|| cfg.clone()),
+            local: cfg.clone(),
+            goal_clearance: None,
             space,
             goal: task.goal().to_vec(),
             step: task.spec.dynamics.dt * task.spec.dynamics.velocity_scale,
@@ -1077,6 +1081,7 @@ impl<'a> DsmPolicy<'a> {
     /// Aim at another goal (constraint transfer).
     pub fn with_goal(mut self, goal: &[f64]) -> Self {
         self.goal = goal.to_vec();
+        self.goal_clearance = None;
         self
     }
 }
@@ -1158,18 +1163,34 @@ impl Policy for DsmPolicy<'_> {
                 for (k, &i) in self.task.position_idx.iter().enumerate() {
                     self.x[k] = state[i];
                 }
-                let cfg = match (&mut self.local, &self.cfg.demonstrated_clearance) {
-                    (Some(local), Some(dc)) => {
-                        local.safety_margin = dc.margin_at(&self.x, self.cfg.safety_margin);
-                        &*local
-                    }
-                    _ => self.cfg,
+                let mut margin = match &self.cfg.demonstrated_clearance {
+                    Some(dc) => dc.margin_at(&self.x, self.cfg.safety_margin),
+                    None => self.cfg.safety_margin,
                 };
+                // A goal within the margin of the learned obstacle: the task asks the robot to go
+                // there, so near it the margin shrinks, from the whole margin a goal tolerance and
+                // two margins away (the band the robot has to cross to come within the tolerance)
+                // to half the goal's clearance at the goal. Not a cone of slope one as around a
+                // demonstrated state: zeta's distance estimate falls faster than the distance.
+                let goal = &self.goal;
+                let clearance = *self.goal_clearance.get_or_insert_with(|| {
+                    let mut grad = vec![0.0; goal.len()];
+                    let logit = net.logit_and_grad(goal, &mut grad, &mut self.scratch.net);
+                    let c = boundary_distance(logit, &grad);
+                    (logit > 0.0 && c.is_finite() && 0.5 * c < self.cfg.safety_margin).then_some(c)
+                });
+                if let Some(c) = clearance {
+                    let full = self.cfg.safety_margin;
+                    let reach = self.task.spec.goal.tolerance + 2.0 * full;
+                    let r = crate::geometry::distance(&self.x, goal) / reach;
+                    margin = margin.min(0.5 * c + (full - 0.5 * c) * r.min(1.0));
+                }
+                self.local.safety_margin = margin;
                 safe_velocity(
                     net,
                     &self.x,
                     action,
-                    cfg,
+                    &self.local,
                     Some(self.step),
                     &mut self.scratch,
                 );
@@ -1499,6 +1520,37 @@ mod tests {
         assert!(Detour::opposite(&path, &goal, 0.31).is_none());
         // A path that starts at the goal has no line to stray from.
         assert!(Detour::opposite(&goal, &goal, 0.0).is_none());
+    }
+
+    #[test]
+    fn a_goal_within_the_margin_of_the_learned_obstacle_is_reached_without_entering_it() {
+        use crate::task::sim::{Simulator, Trajectory};
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let goal = task.goal().to_vec();
+        // The learned obstacle: x beyond a wall 3 mm past the goal, so the goal lies within the
+        // 2 cm margin, and the band the robot has to cross to come within the goal's tolerance
+        // (1 cm) is deeper into it all the way. The logit is linear, 1000 (wall - x): two LeakyReLU
+        // units of opposite sign add up to a linear function, and its distance estimate is exact.
+        let wall = goal[0] + 0.003;
+        let mut net = Mlp::new(3, &[2], 0);
+        let k = 1000.0 / (1.0 + 0.01);
+        net.params = vec![-1.0, 0.0, 0.0, 1.0, 0.0, 0.0, wall, -wall, k, -k, 0.0];
+        let cfg = DsmConfig {
+            safety_margin: 0.02,
+            ..DsmConfig::default()
+        };
+        let mut sim = Simulator::new(&task);
+        for s in task.start_states() {
+            let mut policy = DsmPolicy::new(&task, Some(&net), &cfg).unwrap();
+            let mut t = Trajectory::with_capacity(&task);
+            sim.rollout(&s, &mut policy, &mut t);
+            let end = task.position_of(&t.final_state);
+            assert!(t.reached_goal, "stopped at {end:?}");
+            for i in 0..t.len() {
+                let x = task.position_of(t.state(i));
+                assert!(x[0] < wall, "entered the learned obstacle at {x:?}");
+            }
+        }
     }
 
     #[test]
