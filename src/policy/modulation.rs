@@ -160,18 +160,30 @@ impl DemonstratedClearance {
         dim: usize,
         margin: f64,
     ) -> Option<DemonstratedClearance> {
-        let (mut grad, mut scratch) = (vec![0.0; dim], Scratch::default());
+        let mut scratch = Scratch::default();
         let mut out = DemonstratedClearance::new(Vec::new(), Vec::new());
         for x in states.chunks_exact(dim) {
-            let logit = net.logit_grad(x, &mut grad, &mut scratch);
-            let c = boundary_distance(logit, &grad);
-            // Inside the learned obstacle (a start there) nothing is demonstrated about its margin.
-            if logit > 0.0 && c.is_finite() && 0.5 * c < margin {
+            if let Some(c) = Self::tight(net, x, margin, &mut scratch) {
                 out.states.push(x.to_vec());
                 out.clearance.push(c);
             }
         }
         (!out.states.is_empty()).then_some(out)
+    }
+
+    /// The clearance of `x` from the learned boundary (zeta's distance estimate) if half of it is
+    /// less than `margin`: a state whose margin would shut it in. None inside the learned obstacle (a
+    /// start there): nothing is demonstrated about its margin.
+    pub fn tight<F: Feasibility + ?Sized>(
+        net: &F,
+        x: &[f64],
+        margin: f64,
+        scratch: &mut Scratch,
+    ) -> Option<f64> {
+        let mut grad = vec![0.0; x.len()];
+        let logit = net.logit_grad(x, &mut grad, scratch);
+        let c = boundary_distance(logit, &grad);
+        (logit > 0.0 && c.is_finite() && 0.5 * c < margin).then_some(c)
     }
 
     /// The least margin anywhere: half the least clearance, at most `margin`.
@@ -1174,10 +1186,8 @@ impl Policy for DsmPolicy<'_> {
                 // demonstrated state: zeta's distance estimate falls faster than the distance.
                 let goal = &self.goal;
                 let clearance = *self.goal_clearance.get_or_insert_with(|| {
-                    let mut grad = vec![0.0; goal.len()];
-                    let logit = net.logit_and_grad(goal, &mut grad, &mut self.scratch.net);
-                    let c = boundary_distance(logit, &grad);
-                    (logit > 0.0 && c.is_finite() && 0.5 * c < self.cfg.safety_margin).then_some(c)
+                    let margin = self.cfg.safety_margin;
+                    DemonstratedClearance::tight(net, goal, margin, &mut self.scratch.net)
                 });
                 if let Some(c) = clearance {
                     let full = self.cfg.safety_margin;
