@@ -1,13 +1,13 @@
 //! A navigation function over the learned constraint: the DSM policy's way past concave learned
 //! obstacles. Modulation is reactive: where learned obstacles merge into a wall that is concave
 //! towards the robot, the modulated nominal system has a stable point in front of it and the robot
-//! stalls there, short of a goal it could reach by going round. The guide plans once per model, when a
-//! run first stalls ([`LazyGuide`]), on a grid over the workspace (Dijkstra from the goal over the
+//! stalls there, short of a goal it could reach by going round. The guide plans once per model, when
+//! a run first stalls ([`LazyGuide`]), on a grid over the workspace (Dijkstra from the goal over the
 //! cells zeta calls feasible) and gives the policy an intermediate attractor: the farthest point
-//! along the planned way that the robot sees in a straight line. Where the goal itself is in sight the attractor is the goal. The DSM policy turns
-//! to the guide only once a run has stalled ([`crate::policy::modulation::DsmPolicy::with_guide`]);
-//! the modulation and its lookahead still keep the robot out of the learned obstacle, the guide only
-//! chooses the way round.
+//! along the planned way that the robot sees in a straight line. Where the goal itself is in sight
+//! the attractor is the goal. The DSM policy turns to the guide only once a run has stalled
+//! ([`crate::policy::modulation::DsmPolicy::with_guide`]); the modulation and its lookahead still
+//! keep the robot out of the learned obstacle, the guide only chooses the way round.
 use crate::learn::network::{Mlp, Scratch};
 use crate::policy::modulation::{Feasibility, PolicySpace, boundary_distance};
 use crate::task::Task;
