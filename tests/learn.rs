@@ -1202,6 +1202,8 @@ fn evaluation_runs_get_round_the_wall_the_four_cups_learned_obstacles_merge_into
     );
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
     assert_eq!(v["stopped"].as_f64(), Some(0.0), "{v}");
+    // And `pucl eval` says how many of them the guide took round.
+    assert!(v["guided"].as_f64().unwrap() >= 0.3, "{v}");
     // Not bought by driving through the cups: a few steps graze the end cup's outer side, which no
     // proposal probed (0.30 % here).
     assert!(v["unsafe_rate"].as_f64().unwrap() < 0.01, "{v}");

@@ -25,7 +25,8 @@ pub struct EvalArgs {
     seed: u64,
     /// Print exactly one JSON object: iou, recall, precision, all_infeasible_iou (what calling every
     /// grid point infeasible scores), unsafe_rate, violating_episodes, goal_reached, stopped
-    /// (the fraction of episodes that ended short of the goal standing still), mean_return.
+    /// (the fraction of episodes that ended short of the goal standing still), guided (the fraction
+    /// that stalled in front of a learned obstacle and were guided round it), mean_return.
     #[arg(long)]
     json: bool,
     /// List the first violating state of every violating episode.
@@ -132,6 +133,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
             "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
             "stopped": (!task.spec.goal.is_none()).then_some(e.stopped),
+            "guided": e.guided,
             "mean_return": e.mean_return,
         });
         println!("{v}");
@@ -169,6 +171,15 @@ pub fn run(a: EvalArgs) -> Result<()> {
                     short.round() - stopped
                 );
             }
+        }
+        if e.guided > 0.0 {
+            // What the reported goal rate owes to the evaluation's planner, which a deployment
+            // through the safety filter does not have.
+            println!(
+                "  guided              {} of {} stalled in front of a learned obstacle and were guided round it (the safety filter does not plan: check a deployment with --filter)",
+                (e.unsafe_counts.episodes as f64 * e.guided).round(),
+                e.unsafe_counts.episodes
+            );
         }
     }
     if a.show_violations {

@@ -1090,6 +1090,11 @@ impl<'a> DsmPolicy<'a> {
         self
     }
 
+    /// Whether the run stalled with a guide given, and the guide took over (see [`Self::with_guide`]).
+    pub fn guided(&self) -> bool {
+        self.guided
+    }
+
     /// Aim at another goal (constraint transfer).
     pub fn with_goal(mut self, goal: &[f64]) -> Self {
         self.goal = goal.to_vec();

@@ -108,6 +108,10 @@ pub struct Evaluation {
     /// second their position moved less than the goal tolerance. A stall, where an episode still
     /// moving when the horizon ended was only slow. 0 for a task without a goal.
     pub stopped: f64,
+    /// The fraction of episodes that stalled in front of a learned obstacle and were guided round it
+    /// from then on (the DSM policy's evaluation guide; 0 for other policies). The safety filter does
+    /// not plan: a controller's run through it that stalls there stays stalled.
+    pub guided: f64,
     /// The episodes' mean return (what a task without a goal shows beside the unsafe rate).
     pub mean_return: f64,
     pub confusion: Confusion,
@@ -210,16 +214,20 @@ pub fn evaluate(
     let c = grid_metrics(task, net, threshold);
     let guide = LazyGuide::new(task, net, dsm.safety_margin, starts);
     let mut sim = Simulator::new(task);
-    let mut trajs = Vec::with_capacity(episodes);
+    let (mut trajs, mut guided) = (Vec::with_capacity(episodes), 0);
     for s in episode_starts(task, starts, episodes, seed) {
         let mut t = Trajectory::with_capacity(task);
         let mut policy = DsmPolicy::new(task, Some(net), dsm)
             .map_err(Error::Invalid)?
             .with_guide(&guide);
         sim.rollout(&s, &mut policy, &mut t);
+        guided += usize::from(policy.guided());
         trajs.push(t);
     }
-    Ok(Evaluation::of(task, c, &trajs))
+    Ok(Evaluation {
+        guided: guided as f64 / trajs.len().max(1) as f64,
+        ..Evaluation::of(task, c, &trajs)
+    })
 }
 
 /// The nominal controller of [`evaluate_filtered`]: a P-controller towards the goal with this gain
@@ -366,6 +374,7 @@ impl Evaluation {
                 .filter(|t| !t.reached_goal && stood_still(t))
                 .count() as f64
                 / trajs.len().max(1) as f64,
+            guided: 0.0,
             mean_return: trajs.iter().map(|t| t.episode_return).sum::<f64>()
                 / trajs.len().max(1) as f64,
             confusion: c,
