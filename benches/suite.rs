@@ -1,7 +1,8 @@
 //! Learning on tasks nobody tuned for: a generated suite (`pucl suite`), expert demonstrations, the
 //! learn settings a new task file gets (no per-task file), several learning seeds. Prints per class
 //! (2-D, 3-D, velocity) the median and the worst task of IoU, recall, unsafe rate and goal reached,
-//! and for velocity tasks what predicting "all infeasible" would score on the same grid; draws the
+//! the share of episodes the evaluation's guide took round a learned obstacle after a stall, and for
+//! velocity tasks what predicting "all infeasible" would score on the same grid; draws the
 //! learned against the true constraint of a sample of tasks. For 3-D tasks also the unsafe and
 //! goal-reached rates of the same episodes run as deployed (`pucl eval --filter`: a P-controller
 //! through the safety filter), and how many models' goals no run through the filter from outside
@@ -49,6 +50,9 @@ struct TaskResult {
     recall: f64,
     unsafe_pct: f64,
     goal_pct: f64,
+    /// Episodes that stalled in front of a learned obstacle and were guided round it (`pucl eval`'s
+    /// guide, which a deployment through the safety filter does not have).
+    guided_pct: f64,
     /// 3-D tasks: the same episodes through the safety filter (NaN for other classes).
     filter_unsafe_pct: f64,
     filter_goal_pct: f64,
@@ -116,16 +120,17 @@ fn positive(v: &str) -> Result<f64, String> {
     }
 }
 
-/// A task's IoU, recall, unsafe %, goal reached %, the filter's two rates and its blocked goals,
-/// as table cells.
+/// A task's IoU, recall, unsafe %, goal reached %, guided %, the filter's two rates and its blocked
+/// goals, as table cells.
 fn metric_cells(r: &TaskResult) -> String {
     let filtered = r.filter_unsafe_pct.is_finite();
     format!(
-        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {}",
+        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} | {}",
         r.iou,
         r.recall,
         r.unsafe_pct,
         r.goal_pct,
+        or_dash(r.guided_pct, 1),
         or_dash(r.filter_unsafe_pct, 2),
         or_dash(r.filter_goal_pct, 1),
         if filtered {
@@ -218,8 +223,8 @@ fn run_task(
 ) -> TaskResult {
     let task = &t.task;
     let cfg = derived_settings(task, demos, o);
-    let (mut iou, mut recall, mut uns, mut goal, mut secs) =
-        (vec![], vec![], vec![], vec![], vec![]);
+    let (mut iou, mut recall, mut uns, mut goal, mut guided, mut secs) =
+        (vec![], vec![], vec![], vec![], vec![], vec![]);
     let (mut f_uns, mut f_goal, mut f_blocked) = (vec![], vec![], 0);
     let mut failed = 0;
     for seed in 0..seeds {
@@ -232,6 +237,7 @@ fn run_task(
                 recall.push(e.recall);
                 uns.push(100.0 * e.unsafe_rate);
                 goal.push(100.0 * e.goal_reached);
+                guided.push(100.0 * e.guided);
                 if t.class == TaskClass::Spatial {
                     let model = ConstraintModel::from_learned(task, demos, &cfg, seed, &l);
                     let starts = model.starts.clone();
@@ -269,6 +275,7 @@ fn run_task(
         recall: median(recall),
         unsafe_pct: median(uns),
         goal_pct: median(goal),
+        guided_pct: median(guided),
         filter_unsafe_pct: median(f_uns),
         filter_goal_pct: median(f_goal),
         filter_goal_blocked: f_blocked,
@@ -333,9 +340,9 @@ fn main() {
     );
     println!();
     println!(
-        "| class | tasks | IoU median (worst) | recall median (worst) | unsafe % median (worst) | goal reached % median (worst) | runs that learned nothing | all-infeasible IoU median | s per run |"
+        "| class | tasks | IoU median (worst) | recall median (worst) | unsafe % median (worst) | goal reached % median (worst) | guided % median (most) | runs that learned nothing | all-infeasible IoU median | s per run |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for class in TaskClass::ALL {
         let rs: Vec<&TaskResult> = results.iter().filter(|r| r.class == class).collect();
         if rs.is_empty() {
@@ -360,13 +367,14 @@ fn main() {
             format!("{:.digits$} ({worst:.digits$})", median(v))
         };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.2} |",
             class.label(),
             rs.len(),
             cell(col(&|r| r.iou), false, 3),
             cell(col(&|r| r.recall), false, 3),
             cell(col(&|r| r.unsafe_pct), true, 2),
             cell(col(&|r| r.goal_pct), false, 1),
+            cell(col(&|r| r.guided_pct), true, 1),
             rs.iter().map(|r| r.failed).sum::<usize>(),
             rs.len() * seeds as usize,
             if class == TaskClass::Velocity {
@@ -411,9 +419,9 @@ fn main() {
     println!("Per task (median over seeds):");
     println!();
     println!(
-        "| task | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
+        "| task | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!("| {} | {} | {} |", r.name, metric_cells(r), r.failed);
     }
@@ -463,9 +471,9 @@ fn renamed(seeds: u64, o: Overrides) {
     );
     println!();
     println!(
-        "| task | d_r | IoU | recall | unsafe % | goal reached % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
+        "| task | d_r | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, csv, class) in [
         (
             "reach_obstacle_3d",

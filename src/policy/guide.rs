@@ -520,6 +520,30 @@ mod tests {
     }
 
     #[test]
+    fn a_stall_where_no_guide_can_be_planned_is_not_counted_as_guided() {
+        use crate::policy::modulation::{DsmConfig, DsmPolicy};
+        use crate::task::sim::{Simulator, Trajectory};
+        // A velocity constraint: no way through positions to plan. Every command but stopping is
+        // infeasible (zeta = sigmoid(-20)), so the robot stands still at its start: a stall.
+        let task = Task::load("reach_velocity_3d").unwrap();
+        let mut net = Mlp::new(task.feature_dim(), &[4], 0);
+        net.params.iter_mut().for_each(|p| *p = 0.0);
+        *net.params.last_mut().unwrap() = -20.0;
+        let starts = task.start_states();
+        let guide = LazyGuide::new(&task, &net, 0.01, &starts);
+        let cfg = DsmConfig::default();
+        let mut sim = Simulator::new(&task);
+        let mut policy = DsmPolicy::new(&task, Some(&net), &cfg)
+            .unwrap()
+            .with_guide(&guide);
+        let mut t = Trajectory::with_capacity(&task);
+        sim.rollout(&starts[0], &mut policy, &mut t);
+        assert!(!t.reached_goal);
+        assert!(guide.get().is_none());
+        assert!(!policy.guided());
+    }
+
+    #[test]
     fn no_guide_for_a_goal_outside_the_box_a_degenerate_box_or_another_dimension() {
         let f = cup();
         assert!(Guide::plan(&f, &[0.0, 0.0], &[1.0, 1.0], &[1.5, 0.5], 0.02, 1000).is_none());

@@ -1090,9 +1090,10 @@ impl<'a> DsmPolicy<'a> {
         self
     }
 
-    /// Whether the run stalled with a guide given, and the guide took over (see [`Self::with_guide`]).
+    /// Whether the run stalled and the guide took over (see [`Self::with_guide`]): a stall where no
+    /// guide can be planned (a velocity constraint) does not count.
     pub fn guided(&self) -> bool {
-        self.guided
+        self.guided && self.guide.is_some_and(|g| g.get().is_some())
     }
 
     /// Aim at another goal (constraint transfer).
