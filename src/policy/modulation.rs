@@ -160,10 +160,10 @@ impl DemonstratedClearance {
         dim: usize,
         margin: f64,
     ) -> Option<DemonstratedClearance> {
-        let mut scratch = Scratch::default();
+        let (mut grad, mut scratch) = (vec![0.0; dim], Scratch::default());
         let mut out = DemonstratedClearance::new(Vec::new(), Vec::new());
         for x in states.chunks_exact(dim) {
-            if let Some(c) = Self::tight(net, x, margin, &mut scratch) {
+            if let Some(c) = Self::tight(net, x, margin, &mut grad, &mut scratch) {
                 out.states.push(x.to_vec());
                 out.clearance.push(c);
             }
@@ -173,16 +173,16 @@ impl DemonstratedClearance {
 
     /// The clearance of `x` from the learned boundary (zeta's distance estimate) if half of it is
     /// less than `margin`: a state whose margin would shut it in. None inside the learned obstacle (a
-    /// start there): nothing is demonstrated about its margin.
+    /// start there): nothing is demonstrated about its margin. `grad`: a buffer of x's length.
     pub fn tight<F: Feasibility + ?Sized>(
         net: &F,
         x: &[f64],
         margin: f64,
+        grad: &mut [f64],
         scratch: &mut Scratch,
     ) -> Option<f64> {
-        let mut grad = vec![0.0; x.len()];
-        let logit = net.logit_grad(x, &mut grad, scratch);
-        let c = boundary_distance(logit, &grad);
+        let logit = net.logit_grad(x, grad, scratch);
+        let c = boundary_distance(logit, grad);
         (logit > 0.0 && c.is_finite() && 0.5 * c < margin).then_some(c)
     }
 
@@ -1086,7 +1086,8 @@ impl<'a> DsmPolicy<'a> {
     /// policy's goal). Until then the policy is the plain DSM policy, whose way round an obstacle
     /// follows the modulated flow; the guide is its way out of the pockets that flow ends in.
     pub fn with_guide(mut self, guide: &'a crate::policy::guide::LazyGuide<'a>) -> Self {
-        self.guide = Some(guide);
+        // Only a way through positions can be planned: elsewhere stalls are not even watched for.
+        self.guide = (self.space == PolicySpace::Position).then_some(guide);
         self
     }
 
@@ -1192,8 +1193,9 @@ impl Policy for DsmPolicy<'_> {
                 // demonstrated state: zeta's distance estimate falls faster than the distance.
                 let goal = &self.goal;
                 let clearance = *self.goal_clearance.get_or_insert_with(|| {
-                    let margin = self.cfg.safety_margin;
-                    DemonstratedClearance::tight(net, goal, margin, &mut self.scratch.net)
+                    let (margin, s) = (self.cfg.safety_margin, &mut self.scratch);
+                    s.grad.resize(goal.len(), 0.0);
+                    DemonstratedClearance::tight(net, goal, margin, &mut s.grad, &mut s.net)
                 });
                 if let Some(c) = clearance {
                     let full = self.cfg.safety_margin;
