@@ -872,6 +872,9 @@ fn a_goal_that_training_made_infeasible_joins_the_demonstrations_and_is_reached(
     // A generated 3-D task (suite seed 3) whose goal lies 1.5 cm from a box face. Rollouts that run
     // straight at the goal through the box were labelled infeasible right up to it, and zeta covered
     // the goal (about 1e-5): no episode reached it. The goal is feasible by definition, so it joins D.
+    // With the derived proposals along the demonstrations, learning seed 1's second iteration
+    // covered the goal again (one goal state among 3047 infeasible ones): it joins again after any
+    // iteration whose training covered it, or no episode reaches it.
     let d = suite("3", "10");
     let name = "suite3_3D_01";
     let path = |ext: &str| d.path().join(format!("{name}.{ext}"));

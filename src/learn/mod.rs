@@ -107,7 +107,7 @@ pub fn learn(
     let t0 = Instant::now();
     let task = &learning_task(task, demos, cfg)?;
     let mut demo_points = demonstrated_points(task, demos, cfg);
-    let mut goal_to_join = goal_feature(task, cfg);
+    let goal = goal_feature(task, cfg);
     let prior_infeasible = support_prior_points(task, demos, cfg, seed);
     let starts = demos.start_states();
     let mut sim = Simulator::new(task);
@@ -118,6 +118,13 @@ pub fn learn(
     let mut dsm = completed_dsm(task, demos, cfg);
     let mut policy = proposer::for_config(task, demos, cfg, &dsm, seed)?;
     let mut labeller = labeller::for_config(cfg, &demo_points, seed)?;
+    // How often the goal may join D (`goal_feasible`, below).
+    let goal_join_limit = if cfg.method == Method::Pucl {
+        usize::MAX
+    } else {
+        1
+    };
+    let mut goal_joins = 0;
     let mut memory_buffer = Points::new(demo_points.dim);
     let bends = demonstration_bends(task, demos, cfg);
     let (mut history, mut trained) = (Vec::new(), false);
@@ -157,12 +164,19 @@ pub fn learn(
         let mut loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
         // The goal is feasible by definition. Where the training covered it (infeasible states
         // around a goal that the demonstrations approach from one side), it joins D and zeta
-        // trains again; a model whose goal stayed feasible is untouched.
+        // trains again; a model whose goal stayed feasible is untouched. PUCL's memory buffer only
+        // accumulates the infeasible states around the goal, and one goal state among thousands of
+        // them can be covered again by a later iteration's training: it joins once more each time
+        // (its weight grows only where the training keeps covering it). The baselines keep the
+        // rule their comparison with the paper was measured with: the goal joins once.
         let goal_joined = loss.is_finite()
-            && goal_to_join
-                .take_if(|g| net.zeta(g, &mut Scratch::default()) < 0.5)
-                .map(|g| demo_points.push(&g))
+            && goal_joins < goal_join_limit
+            && goal
+                .as_ref()
+                .filter(|g| net.zeta(g, &mut Scratch::default()) < 0.5)
+                .map(|g| demo_points.push(g))
                 .is_some();
+        goal_joins += usize::from(goal_joined);
         if goal_joined {
             // A new view of D: the first one borrowed D while the goal was pushed into it.
             let data = TrainingData {
