@@ -60,7 +60,7 @@ pub fn run(a: LearnArgs) -> Result<()> {
             }
         );
         for d in &derived {
-            eprintln!("  {} = {:.4}: {}", d.key, d.value, d.rule);
+            eprintln!("  {} = {}: {}", d.key, d.value, d.rule);
         }
     }
     if let Some(m) = a.method {

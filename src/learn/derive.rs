@@ -16,6 +16,14 @@
 //!   A proposal counts only if it left the demonstrations (got farther from them than half their
 //!   median step): where nothing blocks the straight way from a start, the expert's demonstration
 //!   is that way, and the proposal retraces it and ties its return.
+//! - `suffix_starts` (DSM, position constraints in three or more dimensions): proposals also from
+//!   4 states along every demonstration. A proposal from a start goes round an obstacle on the side
+//!   it faces; in the plane that is one of two sides, in space one way out of a circle of them, so
+//!   the sides only the middle of a demonstration passes stay unprobed and unlabelled, and a
+//!   controller that goes there later (constraint transfer) finds the learned obstacle short. Off in
+//!   the plane: there it thinned the learned ellipses (docs/DESIGN.md). `both_ways` stays off: on top
+//!   of it, its second proposals reach the goal from sides curving (DS) demonstrations never used and
+//!   label the goal's surroundings, so the filter could no longer reach the goal (docs/RESULTS.md).
 //! - `dsm.safety_margin`: half of d_r for position constraints. Reliable infeasible states lie at
 //!   least d_r from the demonstrations, so the learned boundary is undetermined over about d_r minus
 //!   the clearance the demonstrations kept; with no way to see that clearance, half of d_r is kept.
@@ -34,12 +42,48 @@ use serde_yaml_ng::{Mapping, Value};
 /// One derived setting.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Derived {
-    /// The setting's key, as in a learn config file (`identify.d_r`).
+    /// The setting's key, as in a learn config file (`identify.d_r`, or `suffix_starts` at the top).
     pub key: &'static str,
-    pub value: f64,
+    pub value: Setting,
     /// How it was derived, with the measured quantities.
     pub rule: String,
 }
+
+/// A derived setting's value, of the type its key takes in a learn config file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Setting {
+    Number(f64),
+    Count(usize),
+}
+
+impl Setting {
+    /// The number, for a numeric setting.
+    pub fn number(self) -> Option<f64> {
+        match self {
+            Setting::Number(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    fn yaml(self) -> Value {
+        match self {
+            Setting::Number(v) => Value::from(v),
+            Setting::Count(n) => Value::from(n as u64),
+        }
+    }
+}
+
+impl std::fmt::Display for Setting {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Setting::Number(v) => write!(f, "{v:.4}"),
+            Setting::Count(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// Proposals from this many states along each demonstration where `suffix_starts` is derived.
+const SUFFIX_STARTS_IN_SPACE: usize = 4;
 
 /// Derive the settings for `task` from `demos`, starting from `base` (the defaults). Returns the
 /// values and a config layer holding them.
@@ -53,7 +97,7 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
             dsm.speed = top;
             out.push(Derived {
                 key: "dsm.speed",
-                value: top,
+                value: Setting::Number(top),
                 rule: "the fastest speed the action limit allows in every direction".into(),
             });
         }
@@ -66,7 +110,7 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
             dsm.normalize_above = None;
             out.push(Derived {
                 key: "dsm.gain",
-                value: dsm.gain,
+                value: Setting::Number(dsm.gain),
                 rule: format!(
                     "saturates the action box ({widest}) until 3 goal tolerances ({}) from the goal",
                     task.spec.goal.tolerance
@@ -95,7 +139,7 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
     };
     out.push(Derived {
         key: "identify.d_r",
-        value: d_r,
+        value: Setting::Number(d_r),
         rule,
     });
     let (margin, rule) = match space {
@@ -110,9 +154,21 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
     };
     out.push(Derived {
         key: "dsm.safety_margin",
-        value: margin,
+        value: Setting::Number(margin),
         rule: rule.into(),
     });
+    let dsm_proposals = base.policy == crate::learn::PolicyKind::Dsm;
+    if dsm_proposals && space == PolicySpace::Position && task.feature_dim() >= 3 {
+        out.push(Derived {
+            key: "suffix_starts",
+            value: Setting::Count(SUFFIX_STARTS_IN_SPACE),
+            rule: format!(
+                "{} dimensions: proposals also from states along every demonstration (in space a \
+                 start's proposal probes one way round an obstacle out of a circle of them)",
+                task.feature_dim()
+            ),
+        });
+    }
     let layer = layer(&out, space);
     Ok((out, layer))
 }
@@ -229,12 +285,15 @@ fn demo_resolution(task: &Task, demos: &DemoSet, metric: Metric, extent: f64) ->
 fn layer(derived: &[Derived], space: PolicySpace) -> Value {
     let mut root = Mapping::new();
     for d in derived {
-        let (section, key) = d.key.split_once('.').expect("section.key");
+        let Some((section, key)) = d.key.split_once('.') else {
+            root.insert(Value::from(d.key), d.value.yaml());
+            continue;
+        };
         let entry = root
             .entry(Value::from(section))
             .or_insert_with(|| Value::Mapping(Mapping::new()));
         if let Value::Mapping(m) = entry {
-            m.insert(Value::from(key), Value::from(d.value));
+            m.insert(Value::from(key), d.value.yaml());
         }
     }
     if space == PolicySpace::Velocity
@@ -297,6 +356,58 @@ mod tests {
     }
 
     #[test]
+    fn proposals_along_the_demonstrations_are_derived_in_space_only() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let learn_config = |name: &str, demos: &str| {
+            let task = renamed(name, &format!("my_{name}"));
+            let demos = DemoSet::load(&root.join("data/demos").join(demos), &task).unwrap();
+            LearnConfig::for_task_data(&task, &demos, None, None).unwrap()
+        };
+        // 3-D positions: proposals along the demonstrations, and said so; not the other way round.
+        let (cfg, derived) = learn_config("reach_four_cups_3d", "reach_four_cups_3d_ds.csv");
+        assert_eq!((cfg.suffix_starts, cfg.both_ways), (4, false));
+        let said = |key: &str| derived.iter().find(|d| d.key == key).map(|d| d.value);
+        assert_eq!(said("suffix_starts"), Some(Setting::Count(4)));
+        assert_eq!(said("both_ways"), None);
+        // The plane and a velocity constraint keep the defaults (off), and derive nothing of them.
+        for (name, demos) in [
+            ("point_ellipse_2d", "point_ellipse_2d.csv"),
+            ("reach_velocity_3d", "reach_velocity_3d.csv"),
+        ] {
+            let (cfg, derived) = learn_config(name, demos);
+            assert_eq!((cfg.suffix_starts, cfg.both_ways), (0, false), "{name}");
+            assert!(
+                derived.iter().all(|d| d.key != "suffix_starts"),
+                "{name}: {derived:?}"
+            );
+        }
+        // CRL proposes no DSM rollouts: nothing derived for it either.
+        let task = renamed("reach_four_cups_3d", "my_cups");
+        let demos =
+            DemoSet::load(&root.join("data/demos/reach_four_cups_3d_ds.csv"), &task).unwrap();
+        let (_, derived) =
+            LearnConfig::for_task_data(&task, &demos, Some(crate::learn::PolicyKind::Crl), None)
+                .unwrap();
+        assert!(
+            derived.iter().all(|d| d.key != "suffix_starts"),
+            "{derived:?}"
+        );
+    }
+
+    #[test]
+    fn a_user_file_turns_the_derived_proposals_along_the_demonstrations_off() {
+        let task = renamed("reach_obstacle_3d", "my_cylinder");
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos =
+            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("learn.yaml");
+        std::fs::write(&p, "suffix_starts: 0\n").unwrap();
+        let (cfg, _) = LearnConfig::for_task_data(&task, &demos, None, Some(&p)).unwrap();
+        assert_eq!(cfg.suffix_starts, 0);
+    }
+
+    #[test]
     fn the_demonstrations_resolution_is_measured_in_the_metric_depths_are_measured_in() {
         let task = renamed("point_ellipse_2d", "my_ellipses");
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -324,7 +435,7 @@ mod tests {
         assert!(
             derived
                 .iter()
-                .any(|d| d.key == "dsm.speed" && d.value == 2.0)
+                .any(|d| d.key == "dsm.speed" && d.value == Setting::Number(2.0))
         );
     }
 
@@ -345,6 +456,9 @@ mod tests {
         let (derived, _) = derive(&t.task, &demos, &base).unwrap();
         let d_r = derived.iter().find(|d| d.key == "identify.d_r").unwrap();
         // The box is about 0.2 m across; the demonstrations span about 1.9 m.
-        assert!((0.03..=0.1).contains(&d_r.value), "{d_r:?}");
+        assert!(
+            (0.03..=0.1).contains(&d_r.value.number().unwrap()),
+            "{d_r:?}"
+        );
     }
 }
