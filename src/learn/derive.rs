@@ -334,12 +334,26 @@ mod tests {
         t
     }
 
+    /// The settings for `task` with a user's `--config` file holding `yaml`.
+    fn with_user_file(task: &Task, demos: &DemoSet, yaml: &str) -> (LearnConfig, Vec<Derived>) {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("learn.yaml");
+        std::fs::write(&p, yaml).unwrap();
+        LearnConfig::for_task_data(task, demos, None, Some(&p)).unwrap()
+    }
+
+    /// A built-in task under a new name (no settings file applies) with its reference
+    /// demonstrations `data/demos/<csv>`.
+    fn users_task(name: &str, csv: &str) -> (Task, DemoSet) {
+        let task = renamed(name, &format!("my_{name}"));
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let demos = DemoSet::load(&root.join("data/demos").join(csv), &task).unwrap();
+        (task, demos)
+    }
+
     #[test]
     fn a_renamed_cylinder_task_derives_the_d_r_scale_of_its_obstacle() {
-        let task = renamed("reach_obstacle_3d", "my_cylinder");
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos =
-            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
+        let (task, demos) = users_task("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
         let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
         let d_r = cfg.identify.d_r.unwrap();
         // The cylinder has radius 4 cm and the demonstrations pass about 1 cm from it: the straight
@@ -357,10 +371,8 @@ mod tests {
 
     #[test]
     fn proposals_along_the_demonstrations_are_derived_in_space_only() {
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         let learn_config = |name: &str, demos: &str| {
-            let task = renamed(name, &format!("my_{name}"));
-            let demos = DemoSet::load(&root.join("data/demos").join(demos), &task).unwrap();
+            let (task, demos) = users_task(name, demos);
             LearnConfig::for_task_data(&task, &demos, None, None).unwrap()
         };
         // 3-D positions: proposals along the demonstrations, and said so; not the other way round.
@@ -382,9 +394,7 @@ mod tests {
             );
         }
         // CRL proposes no DSM rollouts: nothing derived for it either.
-        let task = renamed("reach_four_cups_3d", "my_cups");
-        let demos =
-            DemoSet::load(&root.join("data/demos/reach_four_cups_3d_ds.csv"), &task).unwrap();
+        let (task, demos) = users_task("reach_four_cups_3d", "reach_four_cups_3d_ds.csv");
         let (_, derived) =
             LearnConfig::for_task_data(&task, &demos, Some(crate::learn::PolicyKind::Crl), None)
                 .unwrap();
@@ -396,22 +406,14 @@ mod tests {
 
     #[test]
     fn a_user_file_turns_the_derived_proposals_along_the_demonstrations_off() {
-        let task = renamed("reach_obstacle_3d", "my_cylinder");
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos =
-            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("learn.yaml");
-        std::fs::write(&p, "suffix_starts: 0\n").unwrap();
-        let (cfg, _) = LearnConfig::for_task_data(&task, &demos, None, Some(&p)).unwrap();
+        let (task, demos) = users_task("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
+        let (cfg, _) = with_user_file(&task, &demos, "suffix_starts: 0\n");
         assert_eq!(cfg.suffix_starts, 0);
     }
 
     #[test]
     fn the_demonstrations_resolution_is_measured_in_the_metric_depths_are_measured_in() {
-        let task = renamed("point_ellipse_2d", "my_ellipses");
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
+        let (task, demos) = users_task("point_ellipse_2d", "point_ellipse_2d.csv");
         let extent = demo_extent(&task, &demos);
         let [c, e, m] = [Metric::Chebyshev, Metric::Euclidean, Metric::Manhattan]
             .map(|metric| demo_resolution(&task, &demos, metric, extent));
@@ -422,13 +424,8 @@ mod tests {
 
     #[test]
     fn the_user_file_overrides_a_derived_setting() {
-        let task = renamed("point_ellipse_2d", "my_ellipses");
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
-        let d = tempfile::tempdir().unwrap();
-        let p = d.path().join("learn.yaml");
-        std::fs::write(&p, "identify: {d_r: 0.2}\n").unwrap();
-        let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, Some(&p)).unwrap();
+        let (task, demos) = users_task("point_ellipse_2d", "point_ellipse_2d.csv");
+        let (cfg, derived) = with_user_file(&task, &demos, "identify: {d_r: 0.2}\n");
         assert_eq!(cfg.identify.d_r, Some(0.2));
         // The 2-D task's norm limit of 2 sets the proposals' speed.
         assert_eq!(cfg.dsm.speed, 2.0);
