@@ -1,6 +1,7 @@
 //! The constraint network zeta(psi) in (0, 1), 1 = feasible: an MLP with LeakyReLU(0.01) hidden layers and
 //! a sigmoid output, trained with binary cross-entropy and Adam. Single-point evaluation (with the
-//! analytic input gradient the modulation needs) is allocation-free; training runs on ndarray batches.
+//! analytic input gradient the modulation needs) is allocation-free; training runs on minibatches
+//! (fused loops where the CPU has FMA, ndarray otherwise; the same numbers either way).
 use ndarray::{Array1, Array2, ArrayView1, ArrayView2, Axis, s};
 use rand::seq::SliceRandom;
 use rand::{RngExt, SeedableRng};
@@ -427,9 +428,12 @@ pub fn train(
     let mut bx = Array2::<f64>::zeros((batch.min(n), d));
     let mut by = Array1::<f64>::zeros(batch.min(n));
     let mut bw = Array1::<f64>::ones(batch.min(n));
+    let mut step = Minibatch::default();
     let mut last = f64::NAN;
-    for _ in 0..epochs {
+    for epoch in 0..epochs {
         order.shuffle(rng);
+        // Only the last epoch's loss is returned, and the loss plays no part in the gradient.
+        step.skip_loss = epoch + 1 < epochs;
         let (mut sum, mut count) = (0.0, 0usize);
         for chunk in order.chunks(batch) {
             let m = chunk.len();
@@ -441,7 +445,8 @@ pub fn train(
                 }
             }
             let (xv, yv) = (bx.slice(s![..m, ..]), by.slice(s![..m]));
-            let loss = net.loss_and_grad(xv, yv, w.as_ref().map(|_| bw.slice(s![..m])), &mut grad);
+            let wv = w.as_ref().map(|_| bw.slice(s![..m]));
+            let loss = step.loss_and_grad(net, xv, yv, wv, &mut grad);
             adam.step(&mut net.params, &grad);
             sum += loss * m as f64;
             count += m;
@@ -449,6 +454,301 @@ pub fn train(
         last = sum / count.max(1) as f64;
     }
     last
+}
+
+/// The rows of a product that matrixmultiply (ndarray's `dot`) sums in one pass: it splits the
+/// inner dimension into blocks of this many and adds the blocks' sums to the result.
+const GEMM_KC: usize = 256;
+
+/// One minibatch's forward and backward pass with buffers kept between steps. Where the CPU has
+/// FMA, the products are fused loops computing exactly what [`Mlp::loss_and_grad`] computes through
+/// ndarray (each sum a chain of fused multiply-adds in the same order, as matrixmultiply's FMA
+/// kernels do), without its allocations and packing: training is most of a learning run's time,
+/// and its models stay the same to the last bit. Elsewhere it is [`Mlp::loss_and_grad`].
+#[derive(Debug, Default)]
+struct Minibatch {
+    /// act[l]: layer l's input, m x sizes[l], row-major (act[0] the normalized batch).
+    act: Vec<Vec<f64>>,
+    logits: Vec<f64>,
+    delta: Vec<f64>,
+    next: Vec<f64>,
+    /// A layer's weights transposed (sizes[l] x sizes[l+1]), so the forward loop runs along rows.
+    wt: Vec<f64>,
+    /// Leave the loss out (NaN) where nobody reads it: its softplus is a tenth of a pass.
+    skip_loss: bool,
+}
+
+impl Minibatch {
+    fn loss_and_grad(
+        &mut self,
+        net: &Mlp,
+        x: ArrayView2<f64>,
+        y: ArrayView1<f64>,
+        w: Option<ArrayView1<f64>>,
+        grad: &mut [f64],
+    ) -> f64 {
+        // A sum over more than a block of a layer's inputs or outputs is split by matrixmultiply
+        // too; such wide layers take ndarray's way.
+        #[cfg(target_arch = "x86_64")]
+        if net.sizes.iter().all(|s| *s <= GEMM_KC) {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("fma") {
+                // SAFETY: the CPU has the features the function is compiled for (checked above).
+                return unsafe { self.fused_avx512(net, x, y, w, grad) };
+            }
+            if has!("avx2") && has!("fma") {
+                // SAFETY: as above.
+                return unsafe { self.fused_avx2(net, x, y, w, grad) };
+            }
+        }
+        net.loss_and_grad(x, y, w, grad)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    fn fused_avx512(
+        &mut self,
+        net: &Mlp,
+        x: ArrayView2<f64>,
+        y: ArrayView1<f64>,
+        w: Option<ArrayView1<f64>>,
+        grad: &mut [f64],
+    ) -> f64 {
+        self.fused::<16>(net, x, y, w, grad)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn fused_avx2(
+        &mut self,
+        net: &Mlp,
+        x: ArrayView2<f64>,
+        y: ArrayView1<f64>,
+        w: Option<ArrayView1<f64>>,
+        grad: &mut [f64],
+    ) -> f64 {
+        self.fused::<8>(net, x, y, w, grad)
+    }
+
+    /// The pass itself; `mul_add` is a single instruction where the caller enables FMA.
+    #[inline(always)]
+    fn fused<const NR: usize>(
+        &mut self,
+        net: &Mlp,
+        x: ArrayView2<f64>,
+        y: ArrayView1<f64>,
+        w: Option<ArrayView1<f64>>,
+        grad: &mut [f64],
+    ) -> f64 {
+        let sizes = &net.sizes;
+        let nl = sizes.len() - 1;
+        let m = x.nrows();
+        self.act.resize_with(nl, Vec::new);
+        // Layer 0's input: the normalized batch.
+        let d = sizes[0];
+        let a0 = &mut self.act[0];
+        a0.clear();
+        for row in x.rows() {
+            for (k, v) in row.iter().enumerate() {
+                a0.push(
+                    ((v - net.input_offset[k]) * net.input_scale[k])
+                        .clamp(-INPUT_LIMIT, INPUT_LIMIT),
+                );
+            }
+        }
+        debug_assert_eq!(a0.len(), m * d);
+        for l in 0..nl {
+            let (i, o) = (sizes[l], sizes[l + 1]);
+            let at = layer_offset(sizes, l);
+            let (wl, b) = (
+                &net.params[at..at + o * i],
+                &net.params[at + o * i..at + o * i + o],
+            );
+            // Every element is written below (no clear: no memset).
+            self.wt.resize(i * o, 0.0);
+            for j in 0..o {
+                for k in 0..i {
+                    self.wt[k * o + j] = wl[j * i + k];
+                }
+            }
+            let (inputs, rest) = self.act.split_at_mut(l + 1);
+            let input = &inputs[l];
+            let out = if l + 1 == nl {
+                &mut self.logits
+            } else {
+                &mut rest[0]
+            };
+            out.resize(m * o, 0.0);
+            let a = Strided {
+                v: input,
+                rs: i,
+                ks: 1,
+            };
+            fma_product::<NR>(m, o, 0..i, a, &self.wt, out, false);
+            for acc in out.chunks_exact_mut(o) {
+                if l + 1 < nl {
+                    acc.iter_mut()
+                        .zip(b)
+                        .for_each(|(c, bv)| *c = leaky(*c + bv));
+                } else {
+                    acc.iter_mut().zip(b).for_each(|(c, bv)| *c += bv);
+                }
+            }
+        }
+        // Loss and dL/dlogit, as in Mlp::loss_and_grad.
+        let n = m as f64;
+        let weight = |r: usize| w.as_ref().map_or(1.0, |w| w[r]);
+        let mut loss = 0.0;
+        self.delta.clear();
+        for (r, (z, t)) in self.logits.iter().zip(y).enumerate() {
+            if !self.skip_loss {
+                loss += weight(r) * (softplus(*z) - t * z);
+            }
+            self.delta.push(weight(r) * (sigmoid(*z) - t) / n);
+        }
+        let loss = if self.skip_loss { f64::NAN } else { loss / n };
+        // Backward: gradient of layer l's weights (o x i) and biases, then dL/d(layer l's input).
+        let mut end = grad.len();
+        for l in (0..nl).rev() {
+            let (i, o) = (sizes[l], sizes[l + 1]);
+            let at = end - (o * i + o);
+            end = at;
+            let input = &self.act[l];
+            let (gw, gb) = grad[at..at + o * i + o].split_at_mut(o * i);
+            // delta^T (o x m) times the inputs (m x i), the rows summed in blocks.
+            let a = Strided {
+                v: &self.delta,
+                rs: 1,
+                ks: o,
+            };
+            for start in (0..m).step_by(GEMM_KC) {
+                let rows = start..(start + GEMM_KC).min(m);
+                fma_product::<NR>(o, i, rows, a, input, gw, start > 0);
+            }
+            gb.fill(0.0);
+            for r in 0..m {
+                for (g, dv) in gb.iter_mut().zip(&self.delta[r * o..(r + 1) * o]) {
+                    *g += dv;
+                }
+            }
+            if l > 0 {
+                let wl = &net.params[at..at + o * i];
+                self.next.resize(m * i, 0.0);
+                let a = Strided {
+                    v: &self.delta,
+                    rs: o,
+                    ks: 1,
+                };
+                fma_product::<NR>(m, i, 0..o, a, wl, &mut self.next, false);
+                // Through the LeakyReLU: its derivative from its output (same sign as its input).
+                for (c, a) in self.next.iter_mut().zip(input) {
+                    *c *= if *a <= 0.0 { LEAK } else { 1.0 };
+                }
+                std::mem::swap(&mut self.delta, &mut self.next);
+            }
+        }
+        loss
+    }
+}
+
+/// A matrix read as a(r, k) = v[r * rs + k * ks].
+#[derive(Clone, Copy)]
+struct Strided<'a> {
+    v: &'a [f64],
+    rs: usize,
+    ks: usize,
+}
+
+/// c (rows x cols, row-major) = sum over k in `ks` of a(r, k) b(k, j), b row-major with `cols`
+/// columns; with `add`, c += that sum. Each sum is a chain of fused multiply-adds from zero in the
+/// order of k, so it rounds as matrixmultiply's FMA kernels do; tiles of 4 x NR keep their sums in
+/// registers (NR columns: two AVX2 or one AVX-512 register per row). Inlined into a caller
+/// compiled with FMA.
+#[inline(always)]
+fn fma_product<const NR: usize>(
+    rows: usize,
+    cols: usize,
+    ks: std::ops::Range<usize>,
+    a: Strided,
+    b: &[f64],
+    c: &mut [f64],
+    add: bool,
+) {
+    const MR: usize = 4;
+    let store = |c: &mut f64, v: f64| *c = if add { *c + v } else { v };
+    let full_cols = cols - cols % NR;
+    for j0 in (0..full_cols).step_by(NR) {
+        let mut r0 = 0;
+        while r0 + MR <= rows {
+            let mut acc = [[0.0f64; NR]; MR];
+            for k in ks.clone() {
+                let bv: &[f64; NR] = b[k * cols + j0..k * cols + j0 + NR].try_into().unwrap();
+                for (rr, row) in acc.iter_mut().enumerate() {
+                    let av = a.v[(r0 + rr) * a.rs + k * a.ks];
+                    for (s, bj) in row.iter_mut().zip(bv) {
+                        *s = av.mul_add(*bj, *s);
+                    }
+                }
+            }
+            for (rr, row) in acc.iter().enumerate() {
+                let at = (r0 + rr) * cols + j0;
+                c[at..at + NR]
+                    .iter_mut()
+                    .zip(row)
+                    .for_each(|(c, v)| store(c, *v));
+            }
+            r0 += MR;
+        }
+        for r in r0..rows {
+            let mut acc = [0.0f64; NR];
+            for k in ks.clone() {
+                let av = a.v[r * a.rs + k * a.ks];
+                for (s, bj) in acc.iter_mut().zip(&b[k * cols + j0..k * cols + j0 + NR]) {
+                    *s = av.mul_add(*bj, *s);
+                }
+            }
+            let at = r * cols + j0;
+            c[at..at + NR]
+                .iter_mut()
+                .zip(&acc)
+                .for_each(|(c, v)| store(c, *v));
+        }
+    }
+    // The last columns (all of them for a one-column output): rows NR at a time.
+    for j in full_cols..cols {
+        let mut r0 = 0;
+        while r0 + NR <= rows {
+            let mut acc = [0.0f64; NR];
+            if a.rs == 1 {
+                // a's columns are contiguous (a transposed batch): one load per k.
+                for k in ks.clone() {
+                    let bv = b[k * cols + j];
+                    let av: &[f64; NR] = a.v[k * a.ks + r0..k * a.ks + r0 + NR].try_into().unwrap();
+                    for (s, av) in acc.iter_mut().zip(av) {
+                        *s = av.mul_add(bv, *s);
+                    }
+                }
+            } else {
+                for k in ks.clone() {
+                    let bv = b[k * cols + j];
+                    for (rr, s) in acc.iter_mut().enumerate() {
+                        *s = a.v[(r0 + rr) * a.rs + k * a.ks].mul_add(bv, *s);
+                    }
+                }
+            }
+            for (rr, v) in acc.iter().enumerate() {
+                store(&mut c[(r0 + rr) * cols + j], *v);
+            }
+            r0 += NR;
+        }
+        for r in r0..rows {
+            let mut acc = 0.0f64;
+            for k in ks.clone() {
+                acc = a.v[r * a.rs + k * a.ks].mul_add(b[k * cols + j], acc);
+            }
+            store(&mut c[r * cols + j], acc);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -546,6 +846,62 @@ mod tests {
         let mut s = Scratch::default();
         assert!(n.zeta(&[0.0, 0.0], &mut s) < 0.2 && n.zeta(&[0.9, 0.9], &mut s) > 0.8);
         assert_eq!(run().0, n, "same seed, same network");
+    }
+
+    #[test]
+    fn the_fused_minibatch_pass_gives_ndarrays_loss_and_gradient_to_the_last_bit() {
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        // Batches below, at and over a gemm block; a clamped input; weights or none.
+        for (d, hidden, m, weighted) in [
+            (3, vec![32, 32], 256, false),
+            (2, vec![8, 6], 1, true),
+            (4, vec![16], 300, true),
+            (3, vec![32, 32], 700, false),
+        ] {
+            let mut n = Mlp::new(d, &hidden, 11);
+            n.input_offset = (0..d).map(|k| 0.1 * k as f64).collect();
+            n.input_scale = (0..d).map(|k| 1.0 + k as f64).collect();
+            let mut x = Array2::from_shape_fn((m, d), |_| rng.random_range(-2.0..2.0));
+            x[[0, 0]] = 1e300;
+            let y = Array1::from_shape_fn(m, |r| (r % 3 == 0) as u8 as f64);
+            let w = Array1::from_shape_fn(m, |_| rng.random_range(0.1..3.0));
+            let w = weighted.then_some(w.view());
+            let mut reference = vec![0.0; n.params.len()];
+            let mut fused = vec![f64::NAN; n.params.len()];
+            let lr = n.loss_and_grad(x.view(), y.view(), w, &mut reference);
+            let mut step = Minibatch::default();
+            // Twice: buffers kept from a larger batch must not leak into a smaller one.
+            for _ in 0..2 {
+                let lf = step.loss_and_grad(&n, x.view(), y.view(), w, &mut fused);
+                assert_eq!(lf.to_bits(), lr.to_bits(), "loss, m = {m}");
+                for (k, (a, b)) in fused.iter().zip(&reference).enumerate() {
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "parameter {k}, m = {m}: {a} vs {b}"
+                    );
+                }
+            }
+            // The AVX2 kernel too, which an AVX-512 machine would not dispatch to.
+            #[cfg(target_arch = "x86_64")]
+            if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
+                let mut avx2 = vec![f64::NAN; n.params.len()];
+                // SAFETY: the CPU has the features (checked above).
+                let la = unsafe { step.fused_avx2(&n, x.view(), y.view(), w, &mut avx2) };
+                assert_eq!((la.to_bits(), &avx2), (lr.to_bits(), &reference));
+            }
+            // Without the loss the gradient is the same.
+            step.skip_loss = true;
+            let ls = step.loss_and_grad(&n, x.view(), y.view(), w, &mut fused);
+            assert!(ls.is_nan());
+            assert_eq!(&fused, &reference);
+            step.skip_loss = false;
+            let small = x.slice(s![..1, ..]);
+            let (ys, ws) = (y.slice(s![..1]), w.map(|w| w.slice_move(s![..1])));
+            let lr = n.loss_and_grad(small, ys, ws, &mut reference);
+            let lf = step.loss_and_grad(&n, small, ys, ws, &mut fused);
+            assert_eq!((lf.to_bits(), &fused), (lr.to_bits(), &reference));
+        }
     }
 
     #[test]
