@@ -57,14 +57,6 @@ pub enum Setting {
 }
 
 impl Setting {
-    /// The number, for a numeric setting.
-    pub fn number(self) -> Option<f64> {
-        match self {
-            Setting::Number(v) => Some(v),
-            _ => None,
-        }
-    }
-
     fn yaml(self) -> Value {
         match self {
             Setting::Number(v) => Value::from(v),
@@ -454,7 +446,7 @@ mod tests {
         let d_r = derived.iter().find(|d| d.key == "identify.d_r").unwrap();
         // The box is about 0.2 m across; the demonstrations span about 1.9 m.
         assert!(
-            (0.03..=0.1).contains(&d_r.value.number().unwrap()),
+            matches!(d_r.value, Setting::Number(v) if (0.03..=0.1).contains(&v)),
             "{d_r:?}"
         );
     }
