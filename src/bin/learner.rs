@@ -121,15 +121,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 continue;
             };
             let prepared = prepare(&goal.goal, &defaults);
-            let (task, demos, cfg, out) = match prepared {
+            let (task, demos, cfg, out, derived_note) = match prepared {
                 Ok((task, demos, cfg, out, derived)) => {
                     for d in &derived {
                         r2r::log_info!(&logger, "derived {} = {} ({})", d.key, d.value, d.rule);
                     }
+                    // The result says it too: an action client should not need the log to learn
+                    // that its task had no settings file.
+                    let derived_note: String = derived
+                        .iter()
+                        .map(|d| format!("; derived {} = {}", d.key, d.value))
+                        .collect();
                     for n in pucl::learn::settings_notes(&task, &demos, &cfg) {
                         r2r::log_info!(&logger, "{n}");
                     }
-                    (task, demos, cfg, out)
+                    (task, demos, cfg, out, derived_note)
                 }
                 Err(msg) => {
                     r2r::log_error!(&logger, "learn goal refused: {msg}");
@@ -191,7 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         );
                         let _ = goal.succeed(result(
                             true,
-                            format!("wrote {}", out.display()),
+                            format!("wrote {}{derived_note}", out.display()),
                             &out,
                             n,
                             iou,

@@ -44,6 +44,8 @@ def test_filtered_runs_from_20_shifted_starts_and_goals_stay_feasible_and_reach_
         assert path.exists()
         r = lp.learn(seed=0)
         assert r.success and r.iou > 0.3
+        # The result says which settings were derived, and only for a task without a settings file.
+        assert ("; derived identify.d_r = " in r.message) == derived, r.message
         pairs, _ = lp.transfer_pairs(20, seed=0)
         runs, missed = [], []
         for i, (start, goal) in enumerate(pairs):
