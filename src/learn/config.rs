@@ -86,6 +86,10 @@ pub struct LearnConfig {
     pub iterations: usize,
     /// Stop early when an iteration identifies no new reliable infeasible state.
     pub stop_when_no_new_infeasible: bool,
+    /// For that stop rule, an R state is new when it lies at least this many d_r from the memory
+    /// buffer M; nearer ones repeat what M holds (0: every R state is new). Measured with d_r as a
+    /// distance (`identify.d_r` without `standardize`); with other selections every R state is new.
+    pub new_infeasible_min_distance: f64,
     /// Hidden layer widths of zeta.
     pub hidden: Vec<usize>,
     /// Adam learning rate and epsilon.
@@ -391,6 +395,11 @@ impl LearnConfig {
             return Err("epochs and batch_size must be at least 1".into());
         }
         self.identify.validate()?;
+        if !(self.new_infeasible_min_distance.is_finite()
+            && self.new_infeasible_min_distance >= 0.0)
+        {
+            return Err("new_infeasible_min_distance must be a finite number >= 0".into());
+        }
         if self.suffix_starts > MAX_SUFFIX_STARTS {
             return Err(format!(
                 "suffix_starts must be at most {MAX_SUFFIX_STARTS}, got {}",
@@ -483,6 +492,10 @@ mod tests {
             ("dsm: {rho: 0.0}\n", "rho"),
             ("suffix_starts: 18446744073709551615\n", "suffix_starts"),
             ("suffix_shortcut: .nan\n", "suffix_shortcut"),
+            (
+                "new_infeasible_min_distance: -0.5\n",
+                "new_infeasible_min_distance",
+            ),
         ] {
             std::fs::write(&p, text).unwrap();
             let e = LearnConfig::for_task("reach_obstacle_3d", Some(&p))

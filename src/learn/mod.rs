@@ -4,7 +4,8 @@
 //! given the current zeta; the policy filter keeps those whose return beats the demonstration's from
 //! the same start; the labeller ([`labeller`]) identifies the reliable infeasible states R among them
 //! ([`identify`] for PUCL) and trains zeta ([`network`]) on D (feasible) against R and the memory
-//! buffer M (infeasible); R is saved into M; the loop stops when R stops growing. [`config`] holds every
+//! buffer M (infeasible); R is saved into M; the loop stops when R stops growing (no state of R is
+//! `new_infeasible_min_distance` d_r from M). [`config`] holds every
 //! setting, with the built-in files of `config/learn/`; [`derive`] derives them from the data for a
 //! task that has none.
 //!
@@ -28,7 +29,7 @@ pub use proposer::{PolicyStats, Proposer, Zeta};
 use crate::demos::DemoSet;
 use crate::error::{Error, Result};
 use crate::geometry::norm;
-use crate::learn::identify::Points;
+use crate::learn::identify::{Points, Selection, knn_scores};
 use crate::learn::network::{Adam, Mlp, Scratch};
 use crate::policy::crl::GaussianPolicy;
 use crate::policy::modulation::{DemonstratedClearance, DsmConfig, PolicySpace};
@@ -189,6 +190,8 @@ pub fn learn(
             loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
         }
         trained |= loss.is_finite();
+        let new_infeasible = new_infeasible(&reliable_infeasible, &memory_buffer, cfg)?;
+        let reliable_len = reliable_infeasible.len();
         if labeller.keeps_memory_buffer() {
             memory_buffer.extend(&reliable_infeasible);
         }
@@ -210,7 +213,9 @@ pub fn learn(
         }
         // Stop rule: R stopped growing (or nothing was ever identified).
         let may_stop = labeller.keeps_memory_buffer() && policy.may_stop_early();
-        if may_stop && let Some(reason) = stop_rule(it, &reliable_infeasible, &memory_buffer, cfg) {
+        if may_stop
+            && let Some(reason) = stop_rule(it, (reliable_len, new_infeasible), &memory_buffer, cfg)
+        {
             stop_reason = reason;
             break;
         }
@@ -389,16 +394,45 @@ fn way_to_goal(task: &Task, states: &[f64], last: &[f64]) -> f64 {
     path + left
 }
 
+/// How many of this iteration's reliable infeasible states are new: at least
+/// `new_infeasible_min_distance` d_r from the memory buffer (before R joins it). Why: where the
+/// proposals keep grazing the same stretch of the boundary (a velocity task's proposals ride the
+/// same corners of its limits), R never empties, each iteration adds a few states next to ones M
+/// already holds, and the loop would run all its iterations for them.
+fn new_infeasible(reliable: &Points, memory: &Points, cfg: &LearnConfig) -> Result<usize> {
+    let min_distance = match cfg.identify.selection() {
+        Ok(Selection::Threshold { d_r }) if !cfg.identify.standardize => {
+            cfg.new_infeasible_min_distance * d_r
+        }
+        _ => 0.0,
+    };
+    if memory.is_empty() || reliable.is_empty() || min_distance == 0.0 {
+        return Ok(reliable.len());
+    }
+    let to_memory = knn_scores(memory, reliable, 1, cfg.identify.metric)?;
+    Ok(to_memory.iter().filter(|&&d| d >= min_distance).count())
+}
+
 /// Stop when no rollout gave a reliable infeasible state yet, or (if configured) when R stopped
-/// growing.
-fn stop_rule(it: usize, reliable: &Points, memory: &Points, cfg: &LearnConfig) -> Option<String> {
+/// growing: no state of it is new (`new_infeasible`).
+fn stop_rule(
+    it: usize,
+    (reliable, new_infeasible): (usize, usize),
+    memory: &Points,
+    cfg: &LearnConfig,
+) -> Option<String> {
     if memory.is_empty() {
         return Some(format!(
             "iteration {it}: no reliable infeasible state: no rollout beat its demonstration's return or came at least d_r from the demonstrations"
         ));
     }
-    (reliable.is_empty() && cfg.stop_when_no_new_infeasible)
-        .then(|| format!("iteration {it}: R stopped growing"))
+    (new_infeasible == 0 && cfg.stop_when_no_new_infeasible).then(|| match reliable {
+        0 => format!("iteration {it}: R stopped growing"),
+        n => format!(
+            "iteration {it}: R stopped growing: its {n} states lie within new_infeasible_min_distance ({}) d_r of M",
+            cfg.new_infeasible_min_distance
+        ),
+    })
 }
 
 /// The task as learning sees it (the settings may replace its reward), checked against the settings
@@ -1128,5 +1162,75 @@ mod tests {
         let last = [g[0] - 0.05, g[1] + 0.01, g[2] + 0.04];
         let want = 0.03 + 0.04 + (0.05f64.powi(2) + 0.01f64.powi(2) + 0.04f64.powi(2)).sqrt();
         assert!((way_to_goal(&task, &states, &last) - want).abs() < 1e-12);
+    }
+
+    fn points(dim: usize, rows: &[&[f64]]) -> Points {
+        Points {
+            dim,
+            data: rows.concat(),
+        }
+    }
+
+    #[test]
+    fn r_states_next_to_the_memory_buffer_are_not_new_and_let_the_loop_stop() {
+        let (_, _, mut cfg) = velocity_task_and_demos();
+        (cfg.identify.d_r, cfg.new_infeasible_min_distance) = (Some(0.1), 0.5);
+        let memory = points(2, &[&[0.0, 0.0], &[1.0, 0.0]]);
+        // 0.01 and 0.049 from M repeat it; 0.05 (d_r/2) and farther are new.
+        let near = points(2, &[&[0.01, 0.0], &[1.0, 0.049]]);
+        let mixed = points(2, &[&[0.01, 0.0], &[1.0, 0.05], &[0.5, 0.5]]);
+        assert_eq!(new_infeasible(&near, &memory, &cfg).unwrap(), 0);
+        assert_eq!(new_infeasible(&mixed, &memory, &cfg).unwrap(), 2);
+        let said = stop_rule(3, (near.len(), 0), &memory, &cfg).expect("stops");
+        assert!(
+            said.contains("R stopped growing") && said.contains("within"),
+            "{said}"
+        );
+        assert_eq!(stop_rule(3, (mixed.len(), 2), &memory, &cfg), None);
+        // An empty M takes every state as new (the first iteration), and so does a distance of 0.
+        assert_eq!(new_infeasible(&near, &Points::new(2), &cfg).unwrap(), 2);
+        cfg.new_infeasible_min_distance = 0.0;
+        assert_eq!(new_infeasible(&near, &memory, &cfg).unwrap(), 2);
+        // Without d_r as a distance (percentile or standardized selection) every state is new.
+        cfg.new_infeasible_min_distance = 0.5;
+        cfg.identify.standardize = true;
+        assert_eq!(new_infeasible(&near, &memory, &cfg).unwrap(), 2);
+        (
+            cfg.identify.standardize,
+            cfg.identify.d_r,
+            cfg.identify.percentile,
+        ) = (false, None, Some(10.0));
+        assert_eq!(new_infeasible(&near, &memory, &cfg).unwrap(), 2);
+        // Nothing in R at all: the loop stops as it always did.
+        let said = stop_rule(3, (0, 0), &memory, &cfg).expect("stops");
+        assert!(said.ends_with("R stopped growing"), "{said}");
+        cfg.stop_when_no_new_infeasible = false;
+        assert_eq!(stop_rule(3, (0, 0), &memory, &cfg), None);
+    }
+
+    #[test]
+    fn built_in_position_demonstrations_fit_max_training_states_and_the_velocity_priors_exceed_it()
+    {
+        // The bound on training states was set so that it leaves the built-in position tasks' full
+        // passes alone and cuts the passes over a velocity task's prior-grown D (docs/RESULTS.md).
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for (name, file) in [
+            ("reach_obstacle_3d", "reach_obstacle_3d_ds.csv"),
+            ("point_ellipse_2d", "point_ellipse_2d.csv"),
+            ("reach_four_cups_3d", "reach_four_cups_3d_ds.csv"),
+            ("reach_velocity_3d", "reach_velocity_3d.csv"),
+        ] {
+            let task = Task::load(name).unwrap();
+            let demos = DemoSet::load(&root.join("data/demos").join(file), &task).unwrap();
+            let cfg = LearnConfig::for_task(name, None).unwrap();
+            let d = demonstrated_points(&task, &demos, &cfg).len();
+            let velocity = PolicySpace::of(&task) == Ok(PolicySpace::Velocity);
+            assert_eq!(
+                d > cfg.max_training_states,
+                velocity,
+                "{name}: |D| {d} against max_training_states {}",
+                cfg.max_training_states
+            );
+        }
     }
 }
