@@ -777,6 +777,60 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }
 
+#[test]
+fn learning_stops_once_r_only_repeats_the_memory_buffer_and_says_so() {
+    // A generated velocity task (suite seed 2) whose later proposals graze the corners M already
+    // holds: before the stop rule counted only new states of R, every one of the 10 iterations ran
+    // and the model came out no better.
+    let d = suite("2", "10");
+    let name = "suite2_velocity_03";
+    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
+    let (task, demos) = (path("yaml"), path("csv"));
+    let (task, demos) = (task.to_str().unwrap(), demos.to_str().unwrap());
+    // The model file's summary: how many iterations ran and why the loop stopped.
+    let summary = |model: &Path| -> (u64, String) {
+        let m: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(model).unwrap()).unwrap();
+        let s = &m["summary"];
+        (
+            s["iterations"].as_u64().unwrap(),
+            s["stop_reason"].to_string(),
+        )
+    };
+    let model = path("json");
+    let (said, v) = learn_and_eval(task, demos, model.to_str().unwrap(), "0");
+    assert!(said.contains("(0 new)"), "{said}");
+    let (ran, why) = summary(&model);
+    assert!(
+        why.contains("R stopped growing: its") && why.contains("new_infeasible_min_distance"),
+        "{why}"
+    );
+    assert!(ran < 10, "{ran} iterations");
+    assert!(v["unsafe_rate"].as_f64().unwrap() == 0.0, "{v}");
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
+    // Every state of R counted as new: the loop runs on, to an IoU no better.
+    let every = d.path().join("every.yaml");
+    std::fs::write(&every, "new_infeasible_min_distance: 0\n").unwrap();
+    let m = d.path().join("every.json");
+    let o = pucl(&[
+        "learn",
+        "--task",
+        task,
+        "--demos",
+        demos,
+        "--config",
+        every.to_str().unwrap(),
+        "--out",
+        m.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v_every = eval_json(task, m.to_str().unwrap(), &[]);
+    let (ran_every, why_every) = summary(&m);
+    assert!(ran_every > ran, "{ran_every} iterations: {why_every}");
+    let iou = |v: &serde_json::Value| v["iou"].as_f64().unwrap();
+    assert!(iou(&v) >= iou(&v_every) - 0.03, "{v} against {v_every}");
+}
+
 /// A base crossing a shop floor past a pillar and a rotated pallet rack, written as a user would
 /// (docs/RESULTS.md, "The margin in demonstrated corridors").
 const SHOP_FLOOR: &str = "name: shop_floor

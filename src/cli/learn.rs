@@ -128,14 +128,19 @@ fn show_progress(bar: &ProgressBar, st: &IterationStats) {
             )
         });
     }
+    // R states next to M's repeat them: say so where there are any (they do not keep the loop going).
+    let repeats = match st.new_infeasible {
+        Some(n) if n < st.reliable_infeasible => format!(" ({n} new)"),
+        _ => String::new(),
+    };
     bar.set_message(format!(
-        "|R| {} |M| {} loss {:.4} IoU {:.3}{crl}",
+        "|R| {}{repeats} |M| {} loss {:.4} IoU {:.3}{crl}",
         st.reliable_infeasible, st.memory_buffer, st.loss, st.iou
     ));
     if bar.is_hidden() {
         // Not a terminal: one line per iteration instead of the bar.
         eprintln!(
-            "iteration {}: kept {}/{} rollouts, |R| {}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s{crl}",
+            "iteration {}: kept {}/{} rollouts, |R| {}{repeats}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s{crl}",
             st.iteration,
             st.kept,
             st.rollouts,

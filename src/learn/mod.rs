@@ -53,6 +53,10 @@ pub struct IterationStats {
     /// |R| of this iteration and |M| after it.
     pub reliable_infeasible: usize,
     pub memory_buffer: usize,
+    /// How many states of R were new to M (the stop rule's count, `new_infeasible_min_distance`);
+    /// absent in model files written before it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_infeasible: Option<usize>,
     /// NaN when nothing was trained (JSON writes it as null).
     #[serde(deserialize_with = "nan_from_null")]
     pub loss: f64,
@@ -204,6 +208,7 @@ pub fn learn(
             );
         let stats = IterationStats {
             goal_joined,
+            new_infeasible: Some(new_infeasible),
             ..stats
         };
         let go_on = on_iteration(&stats);
@@ -429,7 +434,12 @@ fn stop_rule(
     (new_infeasible == 0 && cfg.stop_when_no_new_infeasible).then(|| match reliable {
         0 => format!("iteration {it}: R stopped growing"),
         n => format!(
-            "iteration {it}: R stopped growing: its {n} states lie within new_infeasible_min_distance ({}) d_r of M",
+            "iteration {it}: R stopped growing: {} within new_infeasible_min_distance ({}) d_r of M",
+            if n == 1 {
+                "its one state lies".to_string()
+            } else {
+                format!("its {n} states lie")
+            },
             cfg.new_infeasible_min_distance
         ),
     })
@@ -875,6 +885,7 @@ impl IterationStats {
             kept: kept.len(),
             reliable_infeasible: reliable.len(),
             memory_buffer: memory.len(),
+            new_infeasible: None,
             loss: f64::NAN,
             seconds: 0.0,
             iou: c.iou(),
