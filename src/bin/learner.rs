@@ -160,7 +160,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .and_then(|learned| {
                     let model = ConstraintModel::from_learned(&task, &demos, &cfg, seed, &learned);
                     model.save(&path).map_err(|e| e.to_string())?;
-                    Ok((learned.history.len(), model.summary.iou.unwrap_or(f64::NAN)))
+                    let iou = model.summary.iou.unwrap_or(f64::NAN);
+                    Ok((learned.history.len(), iou, learned.stop_reason))
                 })
             });
             tokio::pin!(work);
@@ -189,15 +190,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 };
                 busy.set(false);
                 match r {
-                    Ok((n, iou)) => {
+                    Ok((n, iou, stopped)) => {
                         r2r::log_info!(
                             &logger,
-                            "learned {} in {n} iterations (IoU {iou:.3})",
+                            "learned {} in {n} iterations (IoU {iou:.3}; {stopped})",
                             out.display()
                         );
+                        // Why the loop ended (R stopped growing, or all iterations ran) is the
+                        // first thing a user tuning `iterations` or the stop rule asks.
                         let _ = goal.succeed(result(
                             true,
-                            format!("wrote {}{derived_note}", out.display()),
+                            format!("wrote {} ({stopped}){derived_note}", out.display()),
                             &out,
                             n,
                             iou,

@@ -62,6 +62,9 @@ def test_learning_over_ros_writes_the_model_and_the_server_reloads_it(start_node
     node.create_subscription(ConstraintInfo, "/constraint_server/constraint_info", infos.append, qos)
     r, feedback = run(node, ac, LearnConstraint.Goal(seed=3))
     assert r.success, r.message
+    # The message says why the loop ended, at the iteration the result counts.
+    assert f"(iteration {r.iterations - 1}: R stopped growing" in r.message or (
+        f"({r.iterations} iterations done)" in r.message), r.message
     assert r.model_path == str(model) and model.exists() and r.iou > 0.5
     assert feedback and feedback[-1].iteration == r.iterations and feedback[-1].memory_buffer > 0
     assert all(f.elapsed >= 0 for f in feedback)
