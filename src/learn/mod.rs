@@ -1175,21 +1175,15 @@ mod tests {
         assert!((way_to_goal(&task, &states, &last) - want).abs() < 1e-12);
     }
 
-    fn points(dim: usize, rows: &[&[f64]]) -> Points {
-        Points {
-            dim,
-            data: rows.concat(),
-        }
-    }
-
     #[test]
     fn r_states_next_to_the_memory_buffer_are_not_new_and_let_the_loop_stop() {
         let (_, _, mut cfg) = velocity_task_and_demos();
         (cfg.identify.d_r, cfg.new_infeasible_min_distance) = (Some(0.1), 0.5);
-        let memory = points(2, &[&[0.0, 0.0], &[1.0, 0.0]]);
+        let plane = |data: Vec<f64>| Points { dim: 2, data };
+        let memory = plane(vec![0.0, 0.0, 1.0, 0.0]);
         // 0.01 and 0.049 from M repeat it; 0.05 (d_r/2) and farther are new.
-        let near = points(2, &[&[0.01, 0.0], &[1.0, 0.049]]);
-        let mixed = points(2, &[&[0.01, 0.0], &[1.0, 0.05], &[0.5, 0.5]]);
+        let near = plane(vec![0.01, 0.0, 1.0, 0.049]);
+        let mixed = plane(vec![0.01, 0.0, 1.0, 0.05, 0.5, 0.5]);
         assert_eq!(new_infeasible(&near, &memory, &cfg).unwrap(), 0);
         assert_eq!(new_infeasible(&mixed, &memory, &cfg).unwrap(), 2);
         let said = stop_rule(3, (near.len(), 0), &memory, &cfg).expect("stops");
