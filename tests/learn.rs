@@ -1,8 +1,9 @@
 //! End-to-end tests of `pucl learn`, `eval`, `query` and `plot`, run as a user would run them.
 mod common;
 use common::{fails_with, pucl, reference, stderr, stdout};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 /// One model of the cylinder task, learned once for all tests here.
 fn model_3d() -> &'static Path {
@@ -288,21 +289,33 @@ fn eval_json(task: &str, model: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout(&o)).unwrap()
 }
 
-/// A generated suite (`pucl suite --seed seed --per-class per_class`) in a temporary folder.
-fn suite(seed: &str, per_class: &str) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    let dir = d.path().to_str().unwrap();
-    let o = pucl(&[
-        "suite",
-        "--seed",
-        seed,
-        "--per-class",
-        per_class,
-        "--out",
-        dir,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    d
+/// A generated suite (`pucl suite --seed seed --per-class per_class`) in a temporary folder,
+/// generated once for all tests here (seed 2 or 3 takes about 13 s). Tests write only files named
+/// after the task they learn, so that they do not meet in it.
+fn suite(seed: &str, per_class: &str) -> &'static Path {
+    type Suites = BTreeMap<String, &'static OnceLock<tempfile::TempDir>>;
+    static SUITES: Mutex<Suites> = Mutex::new(BTreeMap::new());
+    let once: &'static OnceLock<tempfile::TempDir> = SUITES
+        .lock()
+        .unwrap()
+        .entry(format!("{seed}/{per_class}"))
+        .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
+    once.get_or_init(|| {
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().to_str().unwrap();
+        let o = pucl(&[
+            "suite",
+            "--seed",
+            seed,
+            "--per-class",
+            per_class,
+            "--out",
+            dir,
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        d
+    })
+    .path()
 }
 
 /// [`learn_and_eval`] on suite task `name` in `dir`: its demonstrations, model and evaluation.
@@ -606,7 +619,7 @@ fn a_new_velocity_task_learns_the_per_axis_and_norm_limits_its_commands_obey_no_
     // a corner of the action box.
     let d = suite("7", "2");
     for name in ["suite7_velocity_00", "suite7_velocity_01"] {
-        let (demos, m, v) = learn_and_eval_suite_task(d.path(), name, "0");
+        let (demos, m, v) = learn_and_eval_suite_task(d, name, "0");
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "{name}: {v}");
         assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
         // The learned limits say more than calling every command infeasible.
@@ -772,7 +785,7 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
     // is 1 there): a run that slides on where it used to stop passes a face nobody probed.
     let d = suite("2", "10");
     let name = "suite2_3D_03";
-    let (_, _, v) = learn_and_eval_suite_task(d.path(), name, "0");
+    let (_, _, v) = learn_and_eval_suite_task(d, name, "0");
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{name}: {v}");
 }
@@ -784,7 +797,7 @@ fn learning_stops_once_r_only_repeats_the_memory_buffer_and_says_so() {
     // and the model came out no better.
     let d = suite("2", "10");
     let name = "suite2_velocity_03";
-    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
+    let path = |ext: &str| d.join(format!("{name}.{ext}"));
     let (task, demos) = (path("yaml"), path("csv"));
     let (task, demos) = (task.to_str().unwrap(), demos.to_str().unwrap());
     // The model file's summary: how many iterations ran and why the loop stopped.
@@ -809,9 +822,9 @@ fn learning_stops_once_r_only_repeats_the_memory_buffer_and_says_so() {
     assert!(v["unsafe_rate"].as_f64().unwrap() == 0.0, "{v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
     // Every state of R counted as new: the loop runs on, to an IoU no better.
-    let every = d.path().join("every.yaml");
+    let every = d.join(format!("{name}.every.yaml"));
     std::fs::write(&every, "new_infeasible_min_distance: 0\n").unwrap();
-    let m = d.path().join("every.json");
+    let m = d.join(format!("{name}.every.json"));
     let o = pucl(&[
         "learn",
         "--task",
@@ -931,9 +944,9 @@ fn a_goal_that_training_made_infeasible_joins_the_demonstrations_and_is_reached(
     // iteration whose training covered it, or no episode reaches it.
     let d = suite("3", "10");
     let name = "suite3_3D_01";
-    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
+    let path = |ext: &str| d.join(format!("{name}.{ext}"));
     for seed in ["0", "1"] {
-        let m = d.path().join(format!("{name}.{seed}.json"));
+        let m = d.join(format!("{name}.{seed}.json"));
         let (log, v) = learn_and_eval(
             path("yaml").to_str().unwrap(),
             path("csv").to_str().unwrap(),
@@ -966,11 +979,11 @@ fn the_bend_prior_leaves_the_open_space_between_demonstration_corridors_feasible
     // on the inside of a turn of the demonstration a proposal beat are reliable infeasible.
     let d = suite("3", "10");
     let name = "suite3_2D_04";
-    let path = |ext: &str| d.path().join(format!("{name}.{ext}"));
-    let bend = d.path().join("bend.yaml");
+    let path = |ext: &str| d.join(format!("{name}.{ext}"));
+    let bend = d.join(format!("{name}.bend.yaml"));
     std::fs::write(&bend, "bend_prior: true\n").unwrap();
     let (task, demos) = (path("yaml"), path("csv"));
-    let m = d.path().join("model.json");
+    let m = d.join(format!("{name}.model.json"));
     let eval = |config: &[&str]| {
         let mut args = vec![
             "learn",
