@@ -1278,3 +1278,39 @@ fn evaluation_runs_get_round_the_wall_the_four_cups_learned_obstacles_merge_into
     // proposal probed (0.30 % here).
     assert!(v["unsafe_rate"].as_f64().unwrap() < 0.01, "{v}");
 }
+
+#[test]
+fn learning_from_a_recording_stopped_short_of_the_goal_warns_and_names_it() {
+    // The cylinder's reference demonstrations with the third cut after 20 steps, as a recording that
+    // stopped early: the learner still learns, but says which demonstration ends where.
+    let d = tempfile::tempdir().unwrap();
+    let full = std::fs::read_to_string(reference("reach_obstacle_3d_ds.csv")).unwrap();
+    let kept: Vec<&str> = full
+        .lines()
+        .filter(|l| {
+            let mut f = l.split(',');
+            match (f.next(), f.next().and_then(|s| s.parse::<usize>().ok())) {
+                (Some("2"), Some(step)) => step < 20,
+                _ => true,
+            }
+        })
+        .collect();
+    let cut = d.path().join("cut.csv");
+    std::fs::write(&cut, kept.join("\n") + "\n").unwrap();
+    let learn = |demos: &str| {
+        let m = d.path().join("m.json");
+        let args = ["learn", "--task", "reach_obstacle_3d", "--demos", demos];
+        let o = pucl(&[&args[..], &["--out", m.to_str().unwrap()]].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        stderr(&o)
+    };
+    let said = learn(cut.to_str().unwrap());
+    assert!(
+        said.contains("warning: 1 of 12 demonstrations end short of the goal: #2 ends 0."),
+        "{said}"
+    );
+    assert!(
+        !learn(&reference("reach_obstacle_3d_ds.csv")).contains("short of the goal"),
+        "the complete demonstrations warned"
+    );
+}

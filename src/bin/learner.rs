@@ -132,6 +132,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         .iter()
                         .map(|d| format!("; derived {} = {}", d.key, d.value))
                         .collect();
+                    for w in pucl::learn::demonstration_warnings(&task, &demos, &cfg) {
+                        r2r::log_warn!(&logger, "{w}");
+                    }
                     for n in pucl::learn::settings_notes(&task, &demos, &cfg) {
                         r2r::log_info!(&logger, "{n}");
                     }

@@ -5,7 +5,9 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
 use pucl::deploy::model::ConstraintModel;
-use pucl::learn::{IterationStats, LearnConfig, Method, PolicyKind, learn, settings_notes};
+use pucl::learn::{
+    IterationStats, LearnConfig, Method, PolicyKind, demonstration_warnings, learn, settings_notes,
+};
 use pucl::policy::crl::PolicyFile;
 use pucl::task::Task;
 use std::path::PathBuf;
@@ -65,6 +67,9 @@ pub fn run(a: LearnArgs) -> Result<()> {
     }
     if let Some(m) = a.method {
         cfg.method = m;
+    }
+    for w in demonstration_warnings(&task, &set, &cfg) {
+        eprintln!("warning: {w}");
     }
     for n in settings_notes(&task, &set, &cfg) {
         eprintln!("{n}");

@@ -170,10 +170,8 @@ pub struct DemoReport {
 impl DemoSet {
     /// Counts, goal reaching and true violations (the true constraint is known for built-in tasks).
     pub fn report(&self, task: &Task) -> DemoReport {
-        let mut sim = crate::task::sim::Simulator::new(task);
         let n = self.state_dim();
         let mut psi = vec![0.0; task.feature_dim()];
-        let (mut next, mut applied) = (vec![0.0; n], vec![0.0; self.action_dim()]);
         let mut r = DemoReport {
             demos: self.len(),
             steps: self.total_steps(),
@@ -182,15 +180,6 @@ impl DemoSet {
             reached_goal: 0,
             violating_steps: 0,
             violating_demos: Vec::new(),
-        };
-        let near_goal = |s: &[f64]| {
-            let d: f64 = task
-                .position_idx
-                .iter()
-                .zip(task.goal())
-                .map(|(&i, g)| (s[i] - g).powi(2))
-                .sum();
-            d.sqrt() < task.spec.goal.tolerance
         };
         for i in 0..self.len() {
             let len = self.demos[i].len(n);
@@ -205,11 +194,45 @@ impl DemoSet {
             if bad > 0 {
                 r.violating_demos.push(i);
             }
-            let last = self.state(i, len - 1);
-            let out = sim.step(last, self.action(i, len - 1), &mut next, &mut applied);
-            r.reached_goal += usize::from(out.reached_goal || near_goal(last));
         }
+        let ends = self.end_distances_to_goal(task);
+        r.reached_goal = ends
+            .iter()
+            .filter(|d| d.is_some_and(|d| d < task.spec.goal.tolerance))
+            .count();
         r
+    }
+
+    /// How far each demonstration ends from the task's goal: the nearer of its last state and the
+    /// state its last action leads to (a recording may stop before or after that step). None for a
+    /// task without a goal.
+    pub fn end_distances_to_goal(&self, task: &Task) -> Vec<Option<f64>> {
+        if task.goal().is_empty() {
+            return vec![None; self.len()];
+        }
+        let mut sim = crate::task::sim::Simulator::new(task);
+        let n = self.state_dim();
+        let (mut next, mut applied) = (vec![0.0; n], vec![0.0; self.action_dim()]);
+        let to_goal = |s: &[f64]| {
+            task.position_idx
+                .iter()
+                .zip(task.goal())
+                .map(|(&i, g)| (s[i] - g).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        };
+        (0..self.len())
+            .map(|i| {
+                let last = self.state(i, self.demos[i].len(n) - 1);
+                sim.step(
+                    last,
+                    self.action(i, self.demos[i].len(n) - 1),
+                    &mut next,
+                    &mut applied,
+                );
+                Some(to_goal(last).min(to_goal(&next)))
+            })
+            .collect()
     }
 }
 

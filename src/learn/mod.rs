@@ -280,6 +280,41 @@ fn bend_prior_unused(task: &Task, cfg: &LearnConfig) -> Option<String> {
     None
 }
 
+/// A warning when demonstrations stop short of the goal: learning takes each as a safe and
+/// near-optimal way to the goal, so proposals that carry on to it beat it, and what they pass more
+/// than d_r beyond where it stopped becomes reliable infeasible (free space learned as an obstacle).
+/// Short means farther than the goal tolerance plus d_r (the tolerance alone when d_r is chosen by
+/// percentile).
+pub fn demonstration_warnings(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
+    let tolerance = task.spec.goal.tolerance;
+    let short: Vec<(usize, f64)> = demos
+        .end_distances_to_goal(task)
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, d)| d.map(|d| (i, d)))
+        .filter(|&(_, d)| d > tolerance + cfg.identify.d_r.unwrap_or(0.0))
+        .collect();
+    if short.is_empty() {
+        return Vec::new();
+    }
+    const LISTED: usize = 5;
+    let listed: Vec<String> = short
+        .iter()
+        .take(LISTED)
+        .map(|(i, d)| format!("#{i} ends {d:.3} from it"))
+        .collect();
+    vec![format!(
+        "{} of {} demonstrations end short of the goal: {}{} (numbered from 0 in file order; goal \
+         tolerance {tolerance}). Learning takes every demonstration as a safe way to the goal, so the \
+         way on from where these stop is learned infeasible: record them to the goal or leave them \
+         out (`pucl demos check` counts the ones that reach it)",
+        short.len(),
+        demos.len(),
+        listed.join(", "),
+        if short.len() > LISTED { ", ..." } else { "" }
+    )]
+}
+
 /// What the learner says about its settings before it starts, beside the derived ones: a setting it
 /// will not use, and how much of the demonstrations the bend prior finds turning.
 pub fn settings_notes(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
@@ -1173,6 +1208,32 @@ mod tests {
         let last = [g[0] - 0.05, g[1] + 0.01, g[2] + 0.04];
         let want = 0.03 + 0.04 + (0.05f64.powi(2) + 0.01f64.powi(2) + 0.04f64.powi(2)).sqrt();
         assert!((way_to_goal(&task, &states, &last) - want).abs() < 1e-12);
+    }
+
+    #[test]
+    fn demonstrations_that_stop_short_of_the_goal_are_named_and_complete_ones_are_not() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut demos =
+            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
+        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
+        // Demonstration 2 cut after its first 20 steps, as a recording stopped early.
+        let (n, m) = (demos.state_dim(), demos.action_dim());
+        demos.demos[2].states.truncate(20 * n);
+        demos.demos[2].actions.truncate(20 * m);
+        let left = demos.end_distances_to_goal(&task)[2].unwrap();
+        assert!(left > 0.1, "{left}");
+        let said = demonstration_warnings(&task, &demos, &cfg).join("\n");
+        assert!(
+            said.contains("1 of 12 demonstrations end short of the goal")
+                && said.contains(&format!("#2 ends {left:.3} from it")),
+            "{said}"
+        );
+        // Within the tolerance plus d_r of the goal a demonstration is complete.
+        cfg.identify.d_r = Some(left);
+        assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
+        assert_eq!(demos.report(&task).reached_goal, 11);
     }
 
     #[test]
