@@ -121,24 +121,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 continue;
             };
             let prepared = prepare(&goal.goal, &defaults);
-            let (task, demos, cfg, out, derived_note) = match prepared {
+            let (task, demos, cfg, out, notes) = match prepared {
                 Ok((task, demos, cfg, out, derived)) => {
                     for d in &derived {
                         r2r::log_info!(&logger, "derived {} = {} ({})", d.key, d.value, d.rule);
                     }
                     // The result says it too: an action client should not need the log to learn
-                    // that its task had no settings file.
-                    let derived_note: String = derived
+                    // that its task had no settings file, or that demonstrations stopped short.
+                    let mut notes: String = derived
                         .iter()
                         .map(|d| format!("; derived {} = {}", d.key, d.value))
                         .collect();
                     for w in pucl::learn::demonstration_warnings(&task, &demos, &cfg) {
                         r2r::log_warn!(&logger, "{w}");
+                        notes += &format!("; warning: {w}");
                     }
                     for n in pucl::learn::settings_notes(&task, &demos, &cfg) {
                         r2r::log_info!(&logger, "{n}");
                     }
-                    (task, demos, cfg, out, derived_note)
+                    (task, demos, cfg, out, notes)
                 }
                 Err(msg) => {
                     r2r::log_error!(&logger, "learn goal refused: {msg}");
@@ -203,7 +204,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         // first thing a user tuning `iterations` or the stop rule asks.
                         let _ = goal.succeed(result(
                             true,
-                            format!("wrote {} ({stopped}){derived_note}", out.display()),
+                            format!("wrote {} ({stopped}){notes}", out.display()),
                             &out,
                             n,
                             iou,

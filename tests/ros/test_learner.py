@@ -98,3 +98,17 @@ def test_a_cancelled_run_leaves_the_previous_model_intact(start_node, tmp_path):
     r, feedback = run(node, ac, LearnConstraint.Goal(seed=2, config=str(slow)), cancel_after=1)
     assert not r.success and "untouched" in r.message
     assert model.read_bytes() == before
+
+
+def test_demonstrations_that_stop_short_of_the_goal_are_named_in_the_result_and_the_log(start_node, tmp_path):
+    # The cylinder's demonstrations with the third cut after 20 steps, as a recording stopped early.
+    lines = open(DEMOS).read().splitlines()
+    kept = [l for l in lines if not (l.startswith("2,") and int(l.split(",")[1]) >= 20)]
+    cut = tmp_path / "cut.csv"
+    cut.write_text("\n".join(kept) + "\n")
+    node, ac = client(start_node, model_path=tmp_path / "m.json", demos=str(cut))
+    r, _ = run(node, ac, LearnConstraint.Goal(seed=1))
+    assert r.success, r.message
+    assert "; warning: 1 of 12 demonstrations end short of the goal: #2 ends" in r.message, r.message
+    log = lambda: (tmp_path / "learner.log").read_text()
+    assert wait_for(node, lambda: "WARN" in log() and "end short of the goal" in log(), 10), log()
