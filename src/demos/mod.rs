@@ -207,7 +207,7 @@ impl DemoSet {
     /// state its last action leads to (a recording may stop before or after that step). None for a
     /// task without a goal.
     pub fn end_distances_to_goal(&self, task: &Task) -> Vec<Option<f64>> {
-        if task.goal().is_empty() {
+        if task.spec.goal.is_none() {
             return vec![None; self.len()];
         }
         let mut sim = crate::task::sim::Simulator::new(task);
@@ -223,13 +223,9 @@ impl DemoSet {
         };
         (0..self.len())
             .map(|i| {
-                let last = self.state(i, self.demos[i].len(n) - 1);
-                sim.step(
-                    last,
-                    self.action(i, self.demos[i].len(n) - 1),
-                    &mut next,
-                    &mut applied,
-                );
+                let end = self.demos[i].len(n) - 1;
+                let last = self.state(i, end);
+                sim.step(last, self.action(i, end), &mut next, &mut applied);
                 Some(to_goal(last).min(to_goal(&next)))
             })
             .collect()

@@ -283,16 +283,20 @@ fn bend_prior_unused(task: &Task, cfg: &LearnConfig) -> Option<String> {
 /// A warning when demonstrations stop short of the goal: learning takes each as a safe and
 /// near-optimal way to the goal, so proposals that carry on to it beat it, and what they pass more
 /// than d_r beyond where it stopped becomes reliable infeasible (free space learned as an obstacle).
-/// Short means farther than the goal tolerance plus d_r (the tolerance alone when d_r is chosen by
-/// percentile).
+/// Short means farther than the goal tolerance plus d_r, when the constraint reads positions and d_r
+/// is a distance; the tolerance alone otherwise (a velocity constraint's d_r is no distance in space).
 pub fn demonstration_warnings(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
     let tolerance = task.spec.goal.tolerance;
+    let slack = match (task.goal_features(), cfg.identify.d_r) {
+        (Some(_), Some(d_r)) => d_r,
+        _ => 0.0,
+    };
     let short: Vec<(usize, f64)> = demos
         .end_distances_to_goal(task)
         .into_iter()
         .enumerate()
         .filter_map(|(i, d)| d.map(|d| (i, d)))
-        .filter(|&(_, d)| d > tolerance + cfg.identify.d_r.unwrap_or(0.0))
+        .filter(|&(_, d)| d > tolerance + slack)
         .collect();
     if short.is_empty() {
         return Vec::new();
@@ -1234,6 +1238,18 @@ mod tests {
         cfg.identify.d_r = Some(left);
         assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
         assert_eq!(demos.report(&task).reached_goal, 11);
+        // A velocity constraint's d_r measures commands, not the way left to the goal.
+        let (task, mut demos, mut cfg) = velocity_task_and_demos();
+        assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
+        let (n, m) = (demos.state_dim(), demos.action_dim());
+        demos.demos[0].states.truncate(5 * n);
+        demos.demos[0].actions.truncate(5 * m);
+        cfg.identify.d_r = Some(10.0);
+        let said = demonstration_warnings(&task, &demos, &cfg).join("\n");
+        assert!(
+            said.contains("1 of 29 demonstrations end short of the goal: #0 ends"),
+            "{said}"
+        );
     }
 
     #[test]
