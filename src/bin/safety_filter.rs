@@ -11,11 +11,14 @@ use pucl::ros::{self, ERROR, OK, WARN, param_bool, param_f64, param_string};
 use r2r::geometry_msgs::msg::{PoseStamped, Twist, TwistStamped, Vector3};
 use r2r::std_srvs::srv::{SetBool, Trigger};
 use r2r::{ParameterValue, QosProfile};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::task::LocalSet;
+
+/// How often /diagnostics repeats an unchanged status (diagnostic_updater's default period).
+const DIAGNOSTICS_PERIOD: Duration = Duration::from_secs(1);
 
 fn twist(v: &[f64; 6]) -> Twist {
     Twist {
@@ -250,11 +253,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let filter = Rc::new(RefCell::new(SafetyFilter::new(config)));
     filter.borrow_mut().set_enabled(enabled);
     let last_status = Rc::new(RefCell::new(None::<Status>));
-    // Compute and publish the output; report status changes on /diagnostics and in the log.
+    let last_diagnostics = Rc::new(Cell::new(None::<Instant>));
+    // Compute and publish the output; report status changes in the log, and the status on
+    // /diagnostics when it changes and once a second besides (as diagnostic_updater does), so that a
+    // monitor that starts later, or missed the change during discovery, still reads it.
     let emit = {
-        let (filter, last_status, name, logger, out, diag_pub) = (
+        let (filter, last_status, last_diagnostics, name, logger, out, diag_pub) = (
             filter.clone(),
             last_status.clone(),
+            last_diagnostics.clone(),
             name.clone(),
             logger.clone(),
             out.clone(),
@@ -268,6 +275,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let changed = last_status.borrow().as_ref().map(std::mem::discriminant)
                 != Some(std::mem::discriminant(&o.status));
             if changed {
+                if o.status.is_stop() {
+                    r2r::log_warn!(&logger, "{}", o.status.message());
+                } else {
+                    r2r::log_info!(&logger, "{}", o.status.message());
+                }
+            }
+            let due = last_diagnostics
+                .get()
+                .is_none_or(|t| t.elapsed() >= DIAGNOSTICS_PERIOD);
+            if changed || due {
                 let level = if o.status.is_stop() {
                     ERROR
                 } else if o.status == Status::PassThrough {
@@ -275,17 +292,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 } else {
                     OK
                 };
-                if o.status.is_stop() {
-                    r2r::log_warn!(&logger, "{}", o.status.message());
-                } else {
-                    r2r::log_info!(&logger, "{}", o.status.message());
-                }
                 let _ = diag_pub.publish(&ros::diagnostics(
                     &name,
                     level,
                     &o.status.message(),
                     &[("publishing", o.publish.to_string())],
                 ));
+                last_diagnostics.set(Some(Instant::now()));
             }
             *last_status.borrow_mut() = Some(o.status);
         }
