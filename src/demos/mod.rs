@@ -205,7 +205,8 @@ impl DemoSet {
 
     /// How far each demonstration ends from the task's goal: the nearer of its last state and the
     /// state its last action leads to (a recording may stop before or after that step). None for a
-    /// task without a goal.
+    /// task without a goal, and for a demonstration without rows (which loading refuses, but a set
+    /// built in code may hold).
     pub fn end_distances_to_goal(&self, task: &Task) -> Vec<Option<f64>> {
         if task.spec.goal.is_none() {
             return vec![None; self.len()];
@@ -223,7 +224,7 @@ impl DemoSet {
         };
         (0..self.len())
             .map(|i| {
-                let end = self.demos[i].len(n) - 1;
+                let end = self.demos[i].len(n).checked_sub(1)?;
                 let last = self.state(i, end);
                 sim.step(last, self.action(i, end), &mut next, &mut applied);
                 Some(to_goal(last).min(to_goal(&next)))

@@ -1238,6 +1238,11 @@ mod tests {
         cfg.identify.d_r = Some(left);
         assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
         assert_eq!(demos.report(&task).reached_goal, 11);
+        // A demonstration without rows, which only a set built in code can hold, has no end.
+        let mut built = demos.clone();
+        built.demos[2].states.clear();
+        built.demos[2].actions.clear();
+        assert_eq!(built.end_distances_to_goal(&task)[2], None);
         // A velocity constraint's d_r measures commands, not the way left to the goal.
         let (task, mut demos, mut cfg) = velocity_task_and_demos();
         assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
