@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PrimitiveSpec {
     /// Infeasible inside. Either `covariance` + `bound` (infeasible iff (x-c)^T Sigma^-1 (x-c) <= bound)
-    /// or `semi_axes` + optional `rotation_deg` (2-D: [angle]; 3-D: [roll, pitch, yaw]).
+    /// or `semi_axes` + optional `rotation_deg` (2-D: an angle, `30` or `[30]`; 3-D: [roll, pitch, yaw]).
     Ellipsoid {
         center: Vec<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -19,7 +19,11 @@ pub enum PrimitiveSpec {
         bound: Option<f64>,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         semi_axes: Option<Vec<f64>>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "angle_or_angles",
+            skip_serializing_if = "Option::is_none"
+        )]
         rotation_deg: Option<Vec<f64>>,
     },
     /// Vertical cylinder: infeasible iff (x-cx)^2 + (y-cy)^2 < radius^2 and z within `z_range`
@@ -34,7 +38,11 @@ pub enum PrimitiveSpec {
     Box {
         center: Vec<f64>,
         half_extents: Vec<f64>,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            deserialize_with = "angle_or_angles",
+            skip_serializing_if = "Option::is_none"
+        )]
         rotation_deg: Option<Vec<f64>>,
     },
     /// Infeasible iff |x_i| > max_abs[i] for any i (`null` leaves an axis unbounded) or, with
@@ -82,6 +90,47 @@ pub enum Shape {
         normal: Vec<f64>,
         at_most: f64,
     },
+}
+
+/// `rotation_deg` as written: a list, or one number (a planar angle, as `25` reads; a 3-D
+/// primitive then says it takes three).
+fn angle_or_angles<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<f64>>, D::Error> {
+    struct Angles;
+    impl<'de> serde::de::Visitor<'de> for Angles {
+        type Value = Option<Vec<f64>>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an angle in degrees or a list of them ([roll, pitch, yaw] in 3-D)")
+        }
+        fn visit_f64<E>(self, a: f64) -> Result<Self::Value, E> {
+            Ok(Some(vec![a]))
+        }
+        fn visit_i64<E>(self, a: i64) -> Result<Self::Value, E> {
+            Ok(Some(vec![a as f64]))
+        }
+        fn visit_u64<E>(self, a: u64) -> Result<Self::Value, E> {
+            Ok(Some(vec![a as f64]))
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_any(self)
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut v = Vec::new();
+            while let Some(a) = seq.next_element::<f64>()? {
+                v.push(a);
+            }
+            Ok(Some(v))
+        }
+    }
+    d.deserialize_any(Angles)
 }
 
 /// A primitive's rotation: the identity without `rotation_deg`.
@@ -951,5 +1000,44 @@ mod tests {
         .compile()
         .unwrap_err();
         assert!(e.contains("rotation_deg"), "{e}");
+    }
+
+    #[test]
+    fn rotation_deg_may_be_written_as_one_angle_and_a_3d_primitive_says_it_takes_three() {
+        let parse = |yaml: &str| serde_yaml_ng::from_str::<PrimitiveSpec>(yaml);
+        let planar = parse("{kind: box, center: [0, 0], half_extents: [1, 2], rotation_deg: 30}");
+        let listed = parse("{kind: box, center: [0, 0], half_extents: [1, 2], rotation_deg: [30]}");
+        let planar = planar.unwrap();
+        assert_eq!(planar, listed.unwrap());
+        let ellipse =
+            parse("{kind: ellipsoid, center: [0, 0], semi_axes: [1, 2], rotation_deg: 45.5}");
+        assert!(matches!(
+            ellipse.unwrap(),
+            PrimitiveSpec::Ellipsoid { rotation_deg: Some(r), .. } if r == [45.5]
+        ));
+        let spatial =
+            parse("{kind: box, center: [0, 0, 0], half_extents: [1, 1, 1], rotation_deg: 25}");
+        let e = spatial.unwrap().compile().unwrap_err();
+        assert!(
+            e.contains("rotation_deg has 1 values; a 3-D primitive takes 3 (roll, pitch, yaw)"),
+            "{e}"
+        );
+        let e = parse("{kind: box, center: [0, 0], half_extents: [1, 2], rotation_deg: left}");
+        assert!(
+            e.unwrap_err()
+                .to_string()
+                .contains("expected an angle in degrees")
+        );
+        // Absent and null both mean no rotation; written back, one angle is a list.
+        let none = parse("{kind: box, center: [0, 0], half_extents: [1, 2], rotation_deg: null}");
+        assert!(matches!(
+            none.unwrap(),
+            PrimitiveSpec::Box {
+                rotation_deg: None,
+                ..
+            }
+        ));
+        let back = serde_yaml_ng::to_string(&planar).unwrap();
+        assert!(back.contains("rotation_deg:\n- 30.0"), "{back}");
     }
 }
