@@ -74,3 +74,28 @@ fn restore_sigpipe() {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// `pucl <command> --help` is the reference a user reads: every option says what it takes.
+    #[test]
+    fn every_option_of_every_command_has_a_help_text() {
+        fn undocumented(cmd: &clap::Command, path: &str, out: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let builtin = matches!(arg.get_id().as_str(), "help" | "version");
+                if !builtin && !arg.is_hide_set() && arg.get_help().is_none() {
+                    out.push(format!("{path} --{}", arg.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                undocumented(sub, &format!("{path} {}", sub.get_name()), out);
+            }
+        }
+        let mut missing = Vec::new();
+        undocumented(&Cli::command(), "pucl", &mut missing);
+        assert!(missing.is_empty(), "options without help: {missing:?}");
+    }
+}

@@ -15,6 +15,7 @@ pub struct EvalArgs {
     /// Built-in task name or path to a task YAML file (its true constraint is the reference).
     #[arg(long)]
     task: String,
+    /// The model file written by `pucl learn` (JSON).
     #[arg(long)]
     model: PathBuf,
     /// Evaluation episodes, from the demonstration starts in turn [default: the task's].

@@ -17,8 +17,10 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct PlotArgs {
+    /// Built-in task name or path to a task YAML file (its true boundary is drawn).
     #[arg(long)]
     task: String,
+    /// The model file written by `pucl learn` (JSON).
     #[arg(long)]
     model: PathBuf,
     /// Demonstrations to draw (CSV or .json).

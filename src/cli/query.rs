@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 #[derive(Args)]
 pub struct QueryArgs {
+    /// The model file written by `pucl learn` (JSON).
     #[arg(long)]
     model: PathBuf,
     /// Print one JSON object.
