@@ -180,23 +180,35 @@ impl Scene<'_> {
     pub fn render(&self, out: &Path) -> Result<()> {
         register_font();
         let views = self.views()?;
-        let (w, h) = if views.len() == 1 {
-            (760u32, 720u32)
-        } else {
-            (1400, 700)
-        };
+        let size = Self::size(views.len());
         write_png(out, |tmp| {
-            let root = BitMapBackend::new(tmp, (w, h)).into_drawing_area();
-            root.fill(&WHITE)?;
-            let (top, body) = root.split_vertically(36);
-            top.titled(&self.title, ("sans-serif", 22))?;
-            let panels = body.split_evenly((1, views.len()));
-            for (panel, v) in panels.iter().zip(&views) {
-                self.draw_view(panel, v)?;
-            }
-            root.present()?;
-            Ok(())
+            self.draw(BitMapBackend::new(tmp, size).into_drawing_area(), &views)
         })
+    }
+
+    /// The picture's size in pixels: one view, or two side by side.
+    fn size(views: usize) -> (u32, u32) {
+        if views == 1 { (760, 720) } else { (1400, 700) }
+    }
+
+    /// The title above the views, side by side.
+    fn draw<DB: DrawingBackend>(
+        &self,
+        root: DrawingArea<DB, plotters::coord::Shift>,
+        views: &[View],
+    ) -> DrawResult
+    where
+        DB::ErrorType: 'static,
+    {
+        root.fill(&WHITE)?;
+        let (top, body) = root.split_vertically(36);
+        top.titled(&self.title, ("sans-serif", 22))?;
+        let panels = body.split_evenly((1, views.len()));
+        for (panel, v) in panels.iter().zip(views) {
+            self.draw_view(panel, v)?;
+        }
+        root.present()?;
+        Ok(())
     }
 
     /// Several scenes in one PNG, `columns` to a row, each with its title (e.g. learned against true
@@ -298,12 +310,9 @@ impl Scene<'_> {
                 }
             }
         }
+        // Listed first in the legend, drawn last: markers on the boundary must not hide the truth.
         chart
-            .draw_series(
-                edges
-                    .into_iter()
-                    .map(|e| PathElement::new(e, BLACK.stroke_width(2))),
-            )?
+            .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?
             .label("true boundary")
             .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
 
@@ -337,6 +346,11 @@ impl Scene<'_> {
                 .label(&s.label)
                 .legend(move |(x, y)| Circle::new((x + 9, y), 4, color.filled()));
         }
+        chart.draw_series(
+            edges
+                .into_iter()
+                .map(|e| PathElement::new(e, BLACK.stroke_width(2))),
+        )?;
         // The goal, when the features are the positions.
         let goal_psi: Option<Vec<f64>> = t
             .features
@@ -399,6 +413,44 @@ mod tests {
             1,
             "no temporary file left"
         );
+    }
+
+    #[test]
+    fn markers_on_the_true_boundary_do_not_hide_it() {
+        // Black pixels of a picture whose 200 markers lie on the round ellipse's boundary, and of
+        // one with them in open space: the same, when the boundary is drawn over the markers.
+        let t = Task::load("point_ellipse_2d").unwrap();
+        let black = |points: Vec<Vec<f64>>| {
+            let scene = Scene {
+                task: &t,
+                title: "markers".into(),
+                field: None,
+                paths: vec![],
+                points: vec![Series {
+                    label: "reliable infeasible".into(),
+                    color: RED,
+                    groups: vec![points],
+                }],
+            };
+            let views = scene.views().unwrap();
+            let (w, h) = Scene::size(views.len());
+            let mut buf = vec![0u8; (w * h * 3) as usize];
+            let root = BitMapBackend::with_buffer(&mut buf, (w, h)).into_drawing_area();
+            scene.draw(root, &views).unwrap();
+            buf.chunks(3).filter(|p| p == &[0, 0, 0]).count()
+        };
+        let around = |c: [f64; 2], r: f64| {
+            (0..200)
+                .map(|i| {
+                    let a = i as f64 * std::f64::consts::TAU / 200.0;
+                    vec![c[0] + r * a.cos(), c[1] + r * a.sin()]
+                })
+                .collect::<Vec<_>>()
+        };
+        register_font();
+        let on_boundary = black(around([0.72, 0.55], 0.25));
+        let in_open_space = black(around([1.3, 0.1], 0.02));
+        assert_eq!(on_boundary, in_open_space);
     }
 
     #[test]
