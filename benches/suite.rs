@@ -64,7 +64,9 @@ struct TaskResult {
     failed: usize,
     /// IoU of predicting every grid point infeasible.
     all_infeasible_iou: f64,
+    /// Learning time: the median and the slowest run over the seeds.
     seconds: f64,
+    slowest_seconds: f64,
 }
 
 /// `cargo bench --bench suite -- [OPTIONS]`: an unknown option is an error, not ignored (a typo
@@ -281,6 +283,7 @@ fn run_task(
         filter_goal_blocked: f_blocked,
         failed,
         all_infeasible_iou: grid_confusion(task, |_| true).all_infeasible_iou(),
+        slowest_seconds: secs.iter().cloned().fold(f64::NAN, f64::max),
         seconds: median(secs),
     }
 }
@@ -340,7 +343,7 @@ fn main() {
     );
     println!();
     println!(
-        "| class | tasks | IoU median (worst) | recall median (worst) | unsafe % median (worst) | goal reached % median (worst) | guided % median (most) | runs that learned nothing | all-infeasible IoU median | s per run |"
+        "| class | tasks | IoU median (worst) | recall median (worst) | unsafe % median (worst) | goal reached % median (worst) | guided % median (most) | runs that learned nothing | all-infeasible IoU median | s per run median (slowest run) |"
     );
     println!("|---|---|---|---|---|---|---|---|---|---|");
     for class in TaskClass::ALL {
@@ -367,7 +370,7 @@ fn main() {
             format!("{:.digits$} ({worst:.digits$})", median(v))
         };
         println!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.2} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} of {} | {} | {:.2} ({:.2}) |",
             class.label(),
             rs.len(),
             cell(col(&|r| r.iou), false, 3),
@@ -383,6 +386,9 @@ fn main() {
                 "-".into()
             },
             median(col(&|r| r.seconds)),
+            col(&|r| r.slowest_seconds)
+                .into_iter()
+                .fold(f64::NEG_INFINITY, f64::max),
         );
     }
     let filtered: Vec<&TaskResult> = results
@@ -471,9 +477,9 @@ fn renamed(seeds: u64, o: Overrides) {
     );
     println!();
     println!(
-        "| task | d_r | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
+        "| task | d_r | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing | s per run median (slowest run) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, csv, class) in [
         (
             "reach_obstacle_3d",
@@ -506,11 +512,13 @@ fn renamed(seeds: u64, o: Overrides) {
         };
         let r = run_task(&t, &demos, seeds, o, &mut None);
         println!(
-            "| {} | {:.4} | {} | {} of {seeds} |",
+            "| {} | {:.4} | {} | {} of {seeds} | {:.2} ({:.2}) |",
             r.name,
             r.d_r,
             metric_cells(&r),
-            r.failed
+            r.failed,
+            r.seconds,
+            r.slowest_seconds
         );
     }
 }
