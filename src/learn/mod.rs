@@ -953,12 +953,17 @@ impl IterationStats {
 mod tests {
     use super::*;
 
-    fn velocity_task_and_demos() -> (Task, DemoSet, LearnConfig) {
-        let task = Task::load("reach_velocity_3d").unwrap();
+    /// A built-in task, its reference demonstrations (`data/demos/<csv>`) and its settings.
+    fn builtin(name: &str, csv: &str) -> (Task, DemoSet, LearnConfig) {
+        let task = Task::load(name).unwrap();
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos = DemoSet::load(&root.join("data/demos/reach_velocity_3d.csv"), &task).unwrap();
-        let cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let demos = DemoSet::load(&root.join("data/demos").join(csv), &task).unwrap();
+        let cfg = LearnConfig::for_task(name, None).unwrap();
         (task, demos, cfg)
+    }
+
+    fn velocity_task_and_demos() -> (Task, DemoSet, LearnConfig) {
+        builtin("reach_velocity_3d", "reach_velocity_3d.csv")
     }
 
     #[test]
@@ -975,10 +980,7 @@ mod tests {
             "{said}"
         );
         assert!(demonstration_bends(&task, &demos, &cfg).is_none());
-        let task = Task::load("point_ellipse_2d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
-        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let (task, demos, mut cfg) = builtin("point_ellipse_2d", "point_ellipse_2d.csv");
         cfg.bend_prior = true;
         let said = settings_notes(&task, &demos, &cfg).join("\n");
         assert!(said.contains("lie on a turn"), "{said}");
@@ -1080,10 +1082,7 @@ mod tests {
     /// With `set` applied to its settings, D of the ellipses task (a position constraint) is its
     /// demonstrated points and nothing else.
     fn assert_position_constraint_ignores(set: impl Fn(&mut LearnConfig)) {
-        let task = Task::load("point_ellipse_2d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos = DemoSet::load(&root.join("data/demos/point_ellipse_2d.csv"), &task).unwrap();
-        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let (task, demos, mut cfg) = builtin("point_ellipse_2d", "point_ellipse_2d.csv");
         set(&mut cfg);
         assert_eq!(
             demonstrated_points(&task, &demos, &cfg).len(),
@@ -1146,21 +1145,13 @@ mod tests {
             completed_dsm(&task, &demos, &cfg).velocity_reference,
             Some(vec![0.0; 3])
         );
-        let task = Task::load("reach_obstacle_3d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos =
-            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
-        let cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let (task, demos, cfg) = builtin("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
         assert!(support_prior_points(&task, &demos, &cfg, 0).is_empty());
     }
 
     #[test]
     fn suffix_starts_lie_on_their_demonstration_and_must_shortcut_the_rest_of_it() {
-        let task = Task::load("reach_obstacle_3d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let demos =
-            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
-        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let (task, demos, mut cfg) = builtin("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
         let mut sim = Simulator::new(&task);
         cfg.suffix_starts = 3;
         cfg.suffix_shortcut = 0.5;
@@ -1216,11 +1207,7 @@ mod tests {
 
     #[test]
     fn demonstrations_that_stop_short_of_the_goal_are_named_and_complete_ones_are_not() {
-        let task = Task::load("reach_obstacle_3d").unwrap();
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-        let mut demos =
-            DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).unwrap();
-        let mut cfg = LearnConfig::for_task(task.name(), None).unwrap();
+        let (task, mut demos, mut cfg) = builtin("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
         assert!(demonstration_warnings(&task, &demos, &cfg).is_empty());
         // Demonstration 2 cut after its first 20 steps, as a recording stopped early.
         let (n, m) = (demos.state_dim(), demos.action_dim());
@@ -1300,16 +1287,13 @@ mod tests {
     {
         // The bound on training states was set so that it leaves the built-in position tasks' full
         // passes alone and cuts the passes over a velocity task's prior-grown D (docs/RESULTS.md).
-        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
         for (name, file) in [
             ("reach_obstacle_3d", "reach_obstacle_3d_ds.csv"),
             ("point_ellipse_2d", "point_ellipse_2d.csv"),
             ("reach_four_cups_3d", "reach_four_cups_3d_ds.csv"),
             ("reach_velocity_3d", "reach_velocity_3d.csv"),
         ] {
-            let task = Task::load(name).unwrap();
-            let demos = DemoSet::load(&root.join("data/demos").join(file), &task).unwrap();
-            let cfg = LearnConfig::for_task(name, None).unwrap();
+            let (task, demos, cfg) = builtin(name, file);
             let d = demonstrated_points(&task, &demos, &cfg).len();
             let velocity = PolicySpace::of(&task) == Ok(PolicySpace::Velocity);
             assert_eq!(
