@@ -5,11 +5,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
+/// A folder for files that every test here shares. A static's destructor never runs, so it outlives
+/// the test binary: it lies under cargo's target/tmp (`cargo clean` removes it), not in /tmp.
+fn shared_dir() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("learn-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .unwrap()
+}
+
 /// One model of the cylinder task, learned once for all tests here.
 fn model_3d() -> &'static Path {
     static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
     let (_, p) = MODEL.get_or_init(|| {
-        let d = tempfile::tempdir().unwrap();
+        let d = shared_dir();
         let p = d.path().join("model.json");
         learn_cylinder(&p);
         (d, p)
@@ -289,7 +298,7 @@ fn eval_json(task: &str, model: &str, extra: &[&str]) -> serde_json::Value {
     serde_json::from_str(&stdout(&o)).unwrap()
 }
 
-/// A generated suite (`pucl suite --seed seed --per-class per_class`) in a temporary folder,
+/// A generated suite (`pucl suite --seed seed --per-class per_class`) in a [`shared_dir`],
 /// generated once for all tests here (seed 2 or 3 takes about 13 s). Tests write only files named
 /// after the task they learn, so that they do not meet in it.
 fn suite(seed: &str, per_class: &str) -> &'static Path {
@@ -301,7 +310,7 @@ fn suite(seed: &str, per_class: &str) -> &'static Path {
         .entry(format!("{seed}/{per_class}"))
         .or_insert_with(|| Box::leak(Box::new(OnceLock::new())));
     once.get_or_init(|| {
-        let d = tempfile::tempdir().unwrap();
+        let d = shared_dir();
         let dir = d.path().to_str().unwrap();
         let o = pucl(&[
             "suite",
