@@ -98,6 +98,11 @@ pub struct LearnConfig {
     /// Epochs per outer iteration and minibatch size.
     pub epochs: usize,
     pub batch_size: usize,
+    /// Epochs in the outer iterations after the first that trained: zeta starts from the previous
+    /// iteration's network, which already separates D from M, and has only R's new states to fit.
+    /// None (`~`, and model files written before it existed): `epochs`.
+    #[serde(default)]
+    pub warm_epochs: Option<usize>,
     /// Map inputs by the demonstrations' mean and one common scale (raw inputs in the reference).
     pub normalize_input: bool,
     /// Weigh both classes equally in the loss (the reference's plain BCE lets the ~20x larger
@@ -391,8 +396,8 @@ impl LearnConfig {
         {
             return Err("lr and adam_eps must be finite numbers > 0".into());
         }
-        if self.epochs == 0 || self.batch_size == 0 {
-            return Err("epochs and batch_size must be at least 1".into());
+        if self.epochs == 0 || self.batch_size == 0 || self.warm_epochs == Some(0) {
+            return Err("epochs, warm_epochs and batch_size must be at least 1".into());
         }
         self.identify.validate()?;
         if !(self.new_infeasible_min_distance.is_finite()
@@ -469,6 +474,15 @@ mod tests {
     }
 
     #[test]
+    fn warm_started_iterations_train_fewer_epochs_but_crl_keeps_the_references_steps() {
+        let dsm = LearnConfig::for_task("reach_obstacle_3d", None).unwrap();
+        assert_eq!((dsm.epochs, dsm.warm_epochs), (300, Some(100)));
+        // crl.yaml's `warm_epochs: ~` takes the default's value back out.
+        let crl = LearnConfig::for_task_policy("reach_obstacle_3d", Some(PolicyKind::Crl), None);
+        assert_eq!(crl.unwrap().warm_epochs, None);
+    }
+
+    #[test]
     fn builtin_configs_parse_and_validate_for_every_task() {
         for (name, _) in crate::task::BUILTIN {
             let c = LearnConfig::for_task(name, None).unwrap();
@@ -496,6 +510,7 @@ mod tests {
                 "new_infeasible_min_distance: -0.5\n",
                 "new_infeasible_min_distance",
             ),
+            ("warm_epochs: 0\n", "warm_epochs"),
         ] {
             std::fs::write(&p, text).unwrap();
             let e = LearnConfig::for_task("reach_obstacle_3d", Some(&p))

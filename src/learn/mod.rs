@@ -164,6 +164,7 @@ pub fn learn(
             memory_buffer: &memory_buffer,
             prior_infeasible: &prior_infeasible,
             rollouts: &kept,
+            warm_start: trained,
         };
         // Train zeta on D (feasible) against R and the memory buffer M (infeasible); save R into M.
         let mut loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
@@ -190,6 +191,7 @@ pub fn learn(
                 memory_buffer: &memory_buffer,
                 prior_infeasible: &prior_infeasible,
                 rollouts: &kept,
+                warm_start: trained,
             };
             loss = labeller.train_zeta(&mut net, &mut adam, &data, &mut rng);
         }

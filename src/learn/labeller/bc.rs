@@ -43,6 +43,7 @@ mod tests {
         let (demo, rollouts) = demos_and_rollouts(&[0.0, 1.0]);
         let bce = Bce {
             epochs: 1,
+            warm_epochs: None,
             batch_size: 8,
             balance_classes: false,
             max_states: usize::MAX,

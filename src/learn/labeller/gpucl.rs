@@ -60,6 +60,7 @@ mod tests {
         };
         let bce = Bce {
             epochs: 1,
+            warm_epochs: None,
             batch_size: 8,
             balance_classes: false,
             max_states: usize::MAX,

@@ -208,6 +208,7 @@ mod tests {
             memory_buffer: &Points::new(1),
             prior_infeasible: &Points::new(1),
             rollouts: &rollouts,
+            warm_start: false,
         };
         let loss = mecl.train_zeta(
             &mut net,

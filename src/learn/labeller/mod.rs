@@ -33,6 +33,8 @@ pub struct TrainingData<'a> {
     pub prior_infeasible: &'a Points,
     /// The kept rollouts, one feature-point set each.
     pub rollouts: &'a [Points],
+    /// zeta starts from the network an earlier iteration trained (`LearnConfig::warm_epochs`).
+    pub warm_start: bool,
 }
 
 /// The labeller of Algorithm 1.
@@ -95,6 +97,8 @@ pub fn for_config(cfg: &LearnConfig, demos: &Points, seed: u64) -> Result<Box<dy
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bce {
     pub epochs: usize,
+    /// Epochs once zeta starts from an earlier iteration's network (None: `epochs`).
+    pub warm_epochs: Option<usize>,
     pub batch_size: usize,
     /// Weigh both classes equally (else each state counts once).
     pub balance_classes: bool,
@@ -107,22 +111,28 @@ impl Bce {
     pub fn from_config(cfg: &LearnConfig) -> Self {
         Bce {
             epochs: cfg.epochs,
+            warm_epochs: cfg.warm_epochs,
             batch_size: cfg.batch_size,
             balance_classes: cfg.balance_classes,
             max_states: cfg.max_training_states,
         }
     }
 
-    /// Passes over `n` states: `epochs`, fewer when `n` exceeds `max_states` (the same number of
-    /// minibatches as `epochs` passes over `max_states` states), at least one.
-    pub fn passes(&self, n: usize) -> usize {
+    /// Passes over `n` states: `epochs` (`warm_epochs` for a warm start), fewer when `n` exceeds
+    /// `max_states` (the same number of minibatches as that many passes over `max_states`
+    /// states), at least one.
+    pub fn passes(&self, n: usize, warm_start: bool) -> usize {
+        let epochs = match (warm_start, self.warm_epochs) {
+            (true, Some(e)) => e,
+            _ => self.epochs,
+        };
         if n <= self.max_states || n == 0 {
-            return self.epochs;
+            return epochs;
         }
-        self.epochs
+        epochs
             .saturating_mul(self.max_states)
             .div_ceil(n)
-            .clamp(1, self.epochs)
+            .clamp(1, epochs)
     }
 
     /// Train on D against R, M and the prior's infeasible points (nothing when R and M are empty:
@@ -170,7 +180,7 @@ impl Bce {
             x.view(),
             y.view(),
             w.as_ref().map(|w| w.view()),
-            self.passes(n),
+            self.passes(n, data.warm_start),
             self.batch_size,
             rng,
         )
@@ -205,17 +215,35 @@ mod tests {
     fn training_passes_shrink_beyond_max_training_states_so_steps_stay_bounded() {
         let bce = Bce {
             epochs: 300,
+            warm_epochs: None,
             batch_size: 256,
             balance_classes: false,
             max_states: 25_000,
         };
-        assert_eq!(bce.passes(1000), 300);
-        assert_eq!(bce.passes(25_000), 300);
-        assert_eq!(bce.passes(100_000), 75);
-        assert_eq!(bce.passes(10_000_000), 1);
+        assert_eq!(bce.passes(1000, false), 300);
+        assert_eq!(bce.passes(25_000, false), 300);
+        assert_eq!(bce.passes(100_000, false), 75);
+        assert_eq!(bce.passes(10_000_000, false), 1);
         // Minibatches per iteration stop growing with the data.
-        let steps = |n: usize| bce.passes(n) * n.div_ceil(256);
+        let steps = |n: usize| bce.passes(n, false) * n.div_ceil(256);
         assert!(steps(100_000) <= steps(25_000) + 75);
+        // Without warm_epochs a warm start trains as long as the first training.
+        assert_eq!(bce.passes(100_000, true), 75);
+    }
+
+    #[test]
+    fn a_warm_started_training_makes_warm_epochs_passes_under_the_same_bound() {
+        let bce = Bce {
+            epochs: 300,
+            warm_epochs: Some(100),
+            batch_size: 256,
+            balance_classes: false,
+            max_states: 25_000,
+        };
+        assert_eq!(bce.passes(1000, false), 300);
+        assert_eq!(bce.passes(1000, true), 100);
+        assert_eq!(bce.passes(100_000, true), 25);
+        assert_eq!(bce.passes(10_000_000, true), 1);
     }
     use rand::SeedableRng;
 
@@ -224,6 +252,7 @@ mod tests {
         let (demo, rollouts) = test_data::demos_and_rollouts(&[1.0]);
         let bce = Bce {
             epochs: 200,
+            warm_epochs: None,
             batch_size: 16,
             balance_classes: true,
             max_states: usize::MAX,
@@ -238,6 +267,7 @@ mod tests {
             memory_buffer: &empty,
             prior_infeasible: &empty,
             rollouts: &rollouts,
+            warm_start: false,
         };
         assert!(bce.train(&mut net, &mut adam, &data, &mut rng).is_nan());
         let data = TrainingData {

@@ -42,6 +42,7 @@ mod tests {
             cfg,
             Bce {
                 epochs: 1,
+                warm_epochs: None,
                 batch_size: 8,
                 balance_classes: false,
                 max_states: usize::MAX,
