@@ -878,8 +878,8 @@ fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_i
     // The demonstrations pass between the pillar and the rack; each learned obstacle reaches about
     // d_r/2 from them, and the derived margin (d_r/2) closes that corridor from both sides: with
     // `margin_clear_of_demonstrations: false` and learning seed 1 the DSM policy stalls in front of
-    // it (7 of 30 episodes missed the goal before evaluation had the guide; with it, the stalled
-    // runs go round the other way: a lower mean return, and one still misses).
+    // it (7 of 30 episodes missed the goal before evaluation had the guide; with it, a third of the
+    // runs stall and are guided round, and 8 of 30 still miss).
     let d = tempfile::tempdir().unwrap();
     let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
     let (task, demos, m, user) = (
@@ -923,9 +923,12 @@ fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_i
     assert!(log.contains("margin_clear_of_demonstrations: "), "{log}");
     assert_eq!(after["unsafe_rate"].as_f64(), Some(0.0), "{after}");
     assert!(after["goal_reached"].as_f64().unwrap() >= 0.95, "{after}");
+    // Without it runs stall in front of the closed corridor and are guided round (or stop); with
+    // it none needs the guide. (The mean return is no measure of it: a run that stops short ends
+    // its distance cost early.)
     assert!(
-        after["mean_return"].as_f64().unwrap() > before["mean_return"].as_f64().unwrap(),
-        "the corridor is the shorter way: {before} {after}"
+        after["guided"].as_f64() == Some(0.0) && before["guided"].as_f64().unwrap() > 0.0,
+        "the corridor stays open: {before} {after}"
     );
     // The same learned constraint; the safety filter's margin is the same too.
     assert_eq!(after["iou"], before["iou"]);

@@ -227,9 +227,9 @@ fn assert_four_cups_model_transfers_safely(set: u64, seed: u64, settings: Settin
 #[test]
 fn a_new_users_four_cups_models_block_the_end_cups_outer_side_that_proposals_the_other_way_round_probe()
  {
-    // Derived settings, no `suffix_starts`. Without `both_ways` these models let 11-12 of 40 shifted
+    // Derived settings, no `suffix_starts`. Without `both_ways` these models let 12-14 of 40 shifted
     // runs into the +y end cup: every proposal from a demonstration's start passes it on the inside.
-    for (set, seed) in [(100, 4), (100, 5)] {
+    for (set, seed) in [(100, 5), (101, 2)] {
         let settings = |both_ways| Settings {
             derived: true,
             suffix_starts: Some(0),
