@@ -92,6 +92,75 @@ pub enum Shape {
     },
 }
 
+/// Primitives as written (`true_constraint`, `blocking`). Serde's internally tagged enums buffer a
+/// primitive's fields, and a type error in one of them loses the field's name ("invalid type:
+/// floating point `0.1`, expected a sequence"); the field at fault is found by reading each field
+/// alone and named in the error, which stays at the primitive's line.
+pub(crate) fn primitives<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<PrimitiveSpec>, D::Error> {
+    struct Written(PrimitiveSpec);
+    impl<'de> Deserialize<'de> for Written {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            // Read inside the primitive's own mapping, so that the error is marked at its line.
+            d.deserialize_map(Primitive).map(Written)
+        }
+    }
+    struct Primitive;
+    impl<'de> serde::de::Visitor<'de> for Primitive {
+        type Value = PrimitiveSpec;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a primitive: a mapping with its `kind`")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            map: A,
+        ) -> Result<PrimitiveSpec, A::Error> {
+            use serde::de::Error;
+            let deserializer = serde::de::value::MapAccessDeserializer::new(map);
+            let value = serde_yaml_ng::Value::deserialize(deserializer)?;
+            PrimitiveSpec::deserialize(value.clone())
+                .map_err(|e| A::Error::custom(field_at_fault(&value, e)))
+        }
+    }
+    Ok(Vec::<Written>::deserialize(d)?
+        .into_iter()
+        .map(|w| w.0)
+        .collect())
+}
+
+/// `e`, read from primitive `value`, with the field it is about named where its text does not.
+fn field_at_fault(value: &serde_yaml_ng::Value, e: serde_yaml_ng::Error) -> String {
+    let text = e.to_string();
+    let (Some(fields), Some(kind)) = (value.as_mapping(), value.get("kind")) else {
+        return text;
+    };
+    // Read with `kind` and at most one field: anything but a missing other field is an error of
+    // the kind or of that field.
+    let faulty = |field: Option<(&serde_yaml_ng::Value, &serde_yaml_ng::Value)>| {
+        let mut alone = serde_yaml_ng::Mapping::new();
+        alone.insert("kind".into(), kind.clone());
+        if let Some((key, v)) = field {
+            alone.insert(key.clone(), v.clone());
+        }
+        PrimitiveSpec::deserialize(serde_yaml_ng::Value::Mapping(alone))
+            .err()
+            .is_some_and(|e| !e.to_string().starts_with("missing field"))
+    };
+    if faulty(None) {
+        return text;
+    }
+    for (key, field) in fields {
+        let Some(name) = key.as_str().filter(|k| *k != "kind") else {
+            continue;
+        };
+        if faulty(Some((key, field))) && !text.contains(&format!("`{name}`")) {
+            return format!("`{name}`: {text}");
+        }
+    }
+    text
+}
+
 /// `rotation_deg` as written: a list, or one number (a planar angle, as `25` reads; a 3-D
 /// primitive then says it takes three).
 fn angle_or_angles<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Vec<f64>>, D::Error> {
@@ -1000,6 +1069,45 @@ mod tests {
         .compile()
         .unwrap_err();
         assert!(e.contains("rotation_deg"), "{e}");
+    }
+
+    #[test]
+    fn a_primitive_field_of_the_wrong_type_is_named_at_the_primitives_line() {
+        #[derive(Debug, Deserialize)]
+        struct Listed {
+            #[serde(deserialize_with = "primitives")]
+            obstacles: Vec<PrimitiveSpec>,
+        }
+        let parse = |yaml: &str| serde_yaml_ng::from_str::<Listed>(yaml).map_err(|e| e.to_string());
+        let cylinder = "obstacles:\n  - {kind: cylinder, center: [0, 0], radius: 1}\n";
+        assert_eq!(parse(cylinder).unwrap().obstacles.len(), 1);
+        let e = parse(&format!(
+            "{cylinder}  - kind: box\n    center: [0, 0]\n    half_extents: 0.1\n"
+        ))
+        .unwrap_err();
+        assert!(
+            e.contains("obstacles[1]: `half_extents`: invalid type: floating point `0.1`, expected a sequence")
+                && e.contains("line 3"),
+            "{e}"
+        );
+        // Errors that name what is wrong already stay as they are.
+        for (yaml, says) in [
+            (
+                "{kind: box, center: [0, 0], half_extents: [1, 1], size: 2}",
+                "obstacles[0]: unknown field `size`",
+            ),
+            (
+                "{kind: box, center: [0, 0]}",
+                "obstacles[0]: missing field `half_extents`",
+            ),
+            (
+                "{kind: sphere, center: [0, 0]}",
+                "obstacles[0]: unknown variant `sphere`",
+            ),
+        ] {
+            let e = parse(&format!("obstacles:\n  - {yaml}\n")).unwrap_err();
+            assert!(e.contains(says), "{e}");
+        }
     }
 
     #[test]

@@ -44,6 +44,7 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training_starts: Option<StartBox>,
     /// The true constraint: a union of primitives over the feature space; infeasible inside any.
+    #[serde(deserialize_with = "crate::task::shape::primitives")]
     pub true_constraint: Vec<PrimitiveSpec>,
     pub evaluation: EvaluationSpec,
     #[serde(default)]
@@ -76,7 +77,11 @@ pub struct DynamicsSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bounds: Option<BoundsSpec>,
     /// Regions of position space the dynamics push the position out of (onto their boundary).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "crate::task::shape::primitives"
+    )]
     pub blocking: Vec<PrimitiveSpec>,
 }
 
