@@ -119,7 +119,7 @@ pub(crate) fn primitives<'de, D: serde::Deserializer<'de>>(
             use serde::de::Error;
             let deserializer = serde::de::value::MapAccessDeserializer::new(map);
             let value = serde_yaml_ng::Value::deserialize(deserializer)?;
-            PrimitiveSpec::deserialize(value.clone())
+            PrimitiveSpec::deserialize(&value)
                 .map_err(|e| A::Error::custom(field_at_fault(&value, e)))
         }
     }

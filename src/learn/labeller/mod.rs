@@ -234,11 +234,12 @@ mod tests {
     #[test]
     fn a_warm_started_training_makes_warm_epochs_passes_under_the_same_bound() {
         let bce = Bce {
-            epochs: 300,
             warm_epochs: Some(100),
-            batch_size: 256,
-            balance_classes: false,
-            max_states: 25_000,
+            ..Bce::from_config(&LearnConfig {
+                epochs: 300,
+                max_training_states: 25_000,
+                ..LearnConfig::for_task("reach_obstacle_3d", None).unwrap()
+            })
         };
         assert_eq!(bce.passes(1000, false), 300);
         assert_eq!(bce.passes(1000, true), 100);
