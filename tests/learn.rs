@@ -524,7 +524,22 @@ fn models_of_the_wrong_dimension_or_corrupt_files_are_refused() {
             text_of.replacen("pucl.constraint_model", "other", 1),
             "not a pucl constraint model",
         ),
+        (
+            "goal.json",
+            text_of.replacen(
+                "\"goal\":{\"position\":[0.68,0.0,",
+                "\"goal\":{\"position\":[",
+                1,
+            ),
+            "goal.position",
+        ),
+        (
+            "tolerance.json",
+            text_of.replacen("\"tolerance\":0.01}", "\"tolerance\":-0.01}", 1),
+            "goal.tolerance",
+        ),
     ] {
+        assert_ne!(content, text_of, "{name}: nothing replaced");
         let p = d.path().join(name);
         std::fs::write(&p, content).unwrap();
         fails_with(
@@ -1243,6 +1258,64 @@ fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learne
     let (quiet, reached) = eval("reach_obstacle_3d");
     assert!(!quiet.contains("starts outside its margin"), "{quiet}");
     assert!(reached >= 0.95);
+}
+
+#[test]
+fn the_filter_reaches_a_goal_beside_a_large_learned_region_whose_hull_would_cover_it() {
+    // The cylinder task with a box that blocks every way round on +y instead, as a user writes it
+    // (derived settings): the demonstrations all pass on -y, the learned region fills the +y half
+    // and its boundary runs 3-4 mm from the goal. The star-shaped hull of that region, widened
+    // across its rays, covered the goal, and no filtered run reached it.
+    let d = tempfile::tempdir().unwrap();
+    let cylinder = "  - {kind: cylinder, center: [0.55, 0.0], radius: 0.04}";
+    let task = renamed(d.path(), "reach_obstacle_3d", "shelf_reach");
+    let text = std::fs::read_to_string(&task).unwrap();
+    assert!(text.contains(cylinder));
+    let shelf = "  - {kind: box, center: [0.55, 0.02, 0.05], half_extents: [0.03, 0.05, 0.06]}";
+    std::fs::write(&task, text.replace(cylinder, shelf)).unwrap();
+    let (task, demos, m) = (
+        task.to_str().unwrap(),
+        d.path().join("shelf.csv"),
+        d.path().join("shelf.json"),
+    );
+    let o = pucl(&[
+        "demos",
+        "generate",
+        "--task",
+        task,
+        "--count",
+        "14",
+        "--out",
+        demos.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (_, dsm) = learn_and_eval(task, demos.to_str().unwrap(), m.to_str().unwrap(), "0");
+    assert!(dsm["goal_reached"].as_f64().unwrap() >= 0.95, "{dsm}");
+    let filtered = |model: &Path| {
+        let args = ["eval", "--task", task, "--model", model.to_str().unwrap()];
+        let o = pucl(&[&args[..], &["--filter", "--json"]].concat());
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+        (stderr(&o), v)
+    };
+    let (said, v) = filtered(&m);
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{v} {said}");
+    assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
+    assert!(!said.contains("starts outside its margin"), "{said}");
+    // The model file records the goal the hull leaves open; without it (a model file from before),
+    // the hull covers the goal again and the filter says so.
+    let mut without: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&m).unwrap()).unwrap();
+    assert_eq!(
+        without["goal"],
+        serde_json::json!({"position": [0.68, 0.0, 0.04], "tolerance": 0.01})
+    );
+    without.as_object_mut().unwrap().remove("goal");
+    let old = d.path().join("without_goal.json");
+    std::fs::write(&old, without.to_string()).unwrap();
+    let (said, v) = filtered(&old);
+    assert!(said.contains("starts outside its margin"), "{said}");
+    assert_eq!(v["goal_reached"].as_f64(), Some(0.0), "{v}");
 }
 
 #[test]

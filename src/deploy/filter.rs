@@ -8,6 +8,7 @@
 //! passes through unchanged: the constraint is on the position (or the linear velocity).
 use crate::deploy::model::ConstraintModel;
 use crate::geometry::norm;
+use crate::learn::network::Scratch;
 use crate::policy::modulation::{
     DsmConfig, ModulationScratch, Star, boundary_distance, project_velocity, safe_velocity_around,
 };
@@ -229,10 +230,20 @@ impl SafetyFilter {
                 model.dim()
             ));
         }
-        let references = match &config.reference_axis {
+        let mut references = match &config.reference_axis {
             Some(axis) => ReferencePoints::of_model_along(&model, axis),
             None => ReferencePoints::of_model(&model),
         };
+        // The task's goal, where the demonstrations end, stays open wherever the learned constraint
+        // calls it feasible: within the tolerance of it, by the margin the filter keeps now (a
+        // later `safety_margin` takes effect here at the next load).
+        if let Some(goal) = &model.goal
+            && !model.constrains_command()
+            && model.network.zeta(&goal.position, &mut Scratch::default()) >= model.threshold
+        {
+            let margin = config.safety_margin.unwrap_or(model.dsm.safety_margin);
+            references.keep_open(&goal.position, goal.tolerance + margin, margin);
+        }
         Ok(PreparedModel { model, references })
     }
 

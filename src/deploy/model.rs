@@ -66,6 +66,12 @@ pub struct ConstraintModel {
     /// output keeps within over its horizon. Absent: no bounds (or a velocity constraint).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<Workspace>,
+    /// Position constraints: the task's goal (feature order) and its tolerance. The demonstrations
+    /// end there, so the safety filter's hulls of the learned obstacles leave it open
+    /// ([`crate::policy::reference::ReferencePoints::of_model_along`]). Absent: older files, a task
+    /// without a goal, or a velocity constraint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<ModelGoal>,
     pub threshold: f64,
     pub network: Mlp,
     /// The modulation settings the model was learned with (the policy that uses it).
@@ -81,6 +87,15 @@ pub struct ConstraintModel {
 
 fn one() -> f64 {
     1.0
+}
+
+/// The goal a position model's task asks for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelGoal {
+    /// In the model's feature order.
+    pub position: Vec<f64>,
+    /// Distance within which a run has reached it.
+    pub tolerance: f64,
 }
 
 pub fn feature_infos(task: &Task) -> Vec<FeatureInfo> {
@@ -123,6 +138,13 @@ impl ConstraintModel {
                 (Ok(PolicySpace::Position), Some((lower, upper))) => Some(Workspace {
                     lower: lower.clone(),
                     upper: upper.clone(),
+                }),
+                _ => None,
+            },
+            goal: match PolicySpace::of(task) {
+                Ok(PolicySpace::Position) => task.goal_features().map(|position| ModelGoal {
+                    position,
+                    tolerance: task.spec.goal.tolerance,
                 }),
                 _ => None,
             },
@@ -300,6 +322,20 @@ impl ConstraintModel {
                 "memory_buffer",
                 format!("every point needs {} finite values", self.dim()),
             ));
+        }
+        if let Some(g) = &self.goal {
+            if g.position.len() != self.dim() || g.position.iter().any(|v| !v.is_finite()) {
+                return Err(bad(
+                    "goal.position",
+                    format!("needs {} finite values", self.dim()),
+                ));
+            }
+            if !(g.tolerance.is_finite() && g.tolerance >= 0.0) {
+                return Err(bad(
+                    "goal.tolerance",
+                    format!("must be a finite number >= 0, found {}", g.tolerance),
+                ));
+            }
         }
         if self.starts.iter().any(|p| p.iter().any(|v| !v.is_finite())) {
             return Err(bad("starts", "values must be finite".into()));

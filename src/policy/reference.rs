@@ -76,6 +76,16 @@ impl ReferencePoints {
         refs
     }
 
+    /// Leave the ball of `radius` around `centre` (a point the learned constraint calls feasible,
+    /// such as the task's goal) out of every tabulated hull, also where a hull is widened by
+    /// `margin` along its axis at use: the hull is a cover of the learned obstacle, widened across
+    /// its rays, and can reach over a feasible point beside it ([`Hull::keep_open`]).
+    pub fn keep_open(&mut self, centre: &[f64], radius: f64, margin: f64) {
+        for hull in self.hulls.iter_mut().flatten() {
+            hull.keep_open(centre, radius, margin);
+        }
+    }
+
     /// Label the connected infeasible regions (cells sharing a face) and take each one's deepest cell.
     pub fn of_grid(grid: &CellGrid) -> ReferencePoints {
         let d = grid.dim();
@@ -422,6 +432,46 @@ impl Hull {
         })
     }
 
+    /// The slope of the funnel [`Self::keep_open`] cuts into the hull around a ball: the hull's
+    /// radius rises by this much per unit of distance from the ball, so the hull stays continuous.
+    const OPEN_SLOPE: f64 = 10.0;
+
+    /// Cap the table so that no ray from the axis enters the hull before it reaches the ball of
+    /// `radius` around `centre`: where a ray meets the ball, R is at most the distance to where it
+    /// enters it; beside the ball, at most the distance to the ray's point nearest to it plus
+    /// [`Self::OPEN_SLOPE`] times the ray's clearance from the ball. Why: the envelope widens a
+    /// large measured radius over [`Self::SPREAD`] either side, and beside a large learned region
+    /// it reached over goals the learned constraint keeps clear (the filter could never bring a
+    /// robot there); the cap leaves a funnel open from outside the hull to the ball. The ball is
+    /// stretched along the axis by `margin` and a row's spacing, so that neither the widening at
+    /// use ([`Self::lookup_widened`]) nor the interpolation between rows closes it again.
+    fn keep_open(&mut self, centre: &[f64], radius: f64, margin: f64) {
+        if centre.len() != 3 || !(radius.is_finite() && radius > 0.0 && margin.is_finite()) {
+            return;
+        }
+        let stretch = margin.max(0.0) + self.dt;
+        let d: [f64; 3] = std::array::from_fn(|i| centre[i] - self.origin[i]);
+        let dot = |v: &[f64]| (0..3).map(|i| d[i] * v[i]).sum::<f64>();
+        let (tg, c1, c2) = (dot(&self.axis), dot(&self.e1), dot(&self.e2));
+        let step = std::f64::consts::TAU / Self::ANGLES as f64;
+        for (l, row) in self.radius.iter_mut().enumerate() {
+            let dz = ((tg - (self.t0 + l as f64 * self.dt)).abs() - stretch).max(0.0);
+            for (j, r) in row.iter_mut().enumerate() {
+                let (cos, sin) = ((j as f64 * step).cos(), (j as f64 * step).sin());
+                // Along the ray to the centre's foot, and the ray's distance from the centre.
+                let along = c1 * cos + c2 * sin;
+                let across = if along > 0.0 {
+                    (-c1 * sin + c2 * cos).hypot(dz)
+                } else {
+                    c1.hypot(c2).hypot(dz)
+                };
+                let cap = along.max(0.0) - (radius * radius - across * across).max(0.0).sqrt()
+                    + Self::OPEN_SLOPE * (across - radius).max(0.0);
+                *r = r.min(cap.max(0.0));
+            }
+        }
+    }
+
     /// Row `l` of the table at angle `a`: R, linear between the tabulated angles, and dR/da.
     fn row(&self, l: usize, a: f64) -> (f64, f64) {
         let step = std::f64::consts::TAU / Self::ANGLES as f64;
@@ -596,6 +646,32 @@ mod tests {
             assert!(
                 (radius(z + 0.001) - radius(z)).abs() < 0.01,
                 "R jumps at {z}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_ball_kept_open_is_outside_the_hull_by_its_radius_with_a_funnel_out_and_the_rest_intact() {
+        // A wide column (R 0.3 from level 0.5 up) over a goal 0.2 from its axis.
+        let mut hull = column_from_half_way_up();
+        hull.radius.iter_mut().flatten().for_each(|r| *r *= 3.0);
+        let (goal, open, margin) = ([0.2, 0.0, 0.7], 0.05, 0.03);
+        assert!(hull.star(&goal, margin).unwrap().ratio < 1.0);
+        hull.keep_open(&goal, open, margin);
+        let at = |x: &[f64]| hull.star(x, margin).unwrap();
+        // The goal is clear of the hull by the margin, and so is the way out along its ray.
+        assert!(at(&goal).margin_ratio(margin) >= 1.0, "{:?}", at(&goal));
+        assert!(at(&[0.28, 0.0, 0.7]).margin_ratio(margin) >= 1.0);
+        // Away from the ball the hull is what it was: behind the axis, and a quarter turn round.
+        assert!((at(&[-0.2, 0.0, 0.7]).radius - 0.3).abs() < 1e-9);
+        assert!((at(&[0.0, 0.2, 0.7]).radius - 0.3).abs() < 1e-9);
+        // Continuous round the axis at the goal's level: no jump between rays 0.001 rad apart.
+        let radius = |a: f64| at(&[0.2 * a.cos(), 0.2 * a.sin(), 0.7]).radius;
+        for k in -600..600 {
+            let a = k as f64 / 1000.0;
+            assert!(
+                (radius(a + 0.001) - radius(a)).abs() < 0.01,
+                "R jumps at {a}"
             );
         }
     }
