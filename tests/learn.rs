@@ -1275,21 +1275,14 @@ fn the_filter_reaches_a_goal_beside_a_large_learned_region_whose_hull_would_cove
     std::fs::write(&task, text.replace(cylinder, shelf)).unwrap();
     let (task, demos, m) = (
         task.to_str().unwrap(),
-        d.path().join("shelf.csv"),
+        d.path().join("shelf.csv").to_str().unwrap().to_string(),
         d.path().join("shelf.json"),
     );
     let o = pucl(&[
-        "demos",
-        "generate",
-        "--task",
-        task,
-        "--count",
-        "14",
-        "--out",
-        demos.to_str().unwrap(),
+        "demos", "generate", "--task", task, "--count", "14", "--out", &demos,
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let (_, dsm) = learn_and_eval(task, demos.to_str().unwrap(), m.to_str().unwrap(), "0");
+    let (_, dsm) = learn_and_eval(task, &demos, m.to_str().unwrap(), "0");
     assert!(dsm["goal_reached"].as_f64().unwrap() >= 0.95, "{dsm}");
     let filtered = |model: &Path| {
         let args = ["eval", "--task", task, "--model", model.to_str().unwrap()];
