@@ -346,29 +346,39 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with("use_header_stamp", params::boolean)
         .with("enabled", params::boolean);
     let mut changes = params::serve_parameters(&mut node, &tasks, live)?;
-    let (f, l) = (filter.clone(), logger.clone());
+    let (f, l, again) = (filter.clone(), logger.clone(), reload.clone());
     tasks.spawn_local(async move {
         while let Some((name, value)) = changes.next().await {
-            let mut f = f.borrow_mut();
-            let (n, b) = (
-                params::number(&value),
-                matches!(value, ParameterValue::Bool(true)),
-            );
-            let c = &mut f.config;
-            match (name.as_str(), n) {
-                ("safety_margin", Some(m)) => c.safety_margin = (m >= 0.0).then_some(m),
-                ("lookahead_time", Some(t)) => c.lookahead_time = t.max(period),
-                ("pose_timeout", Some(t)) => c.pose_timeout = t,
-                ("cmd_timeout", Some(t)) => c.cmd_timeout = t,
-                ("stop_pub_timeout", Some(t)) => c.stop_pub_timeout = t,
-                ("max_clock_skew", Some(t)) => c.max_clock_skew = t,
-                ("tail_effect", _) => c.tail_effect = Some(b),
-                ("saddle_escape", _) => c.saddle_escape = b,
-                ("use_header_stamp", _) => c.use_header_stamp = b,
-                ("enabled", _) => f.set_enabled(b),
-                _ => continue,
+            {
+                let mut f = f.borrow_mut();
+                let (n, b) = (
+                    params::number(&value),
+                    matches!(value, ParameterValue::Bool(true)),
+                );
+                let c = &mut f.config;
+                match (name.as_str(), n) {
+                    ("safety_margin", Some(m)) => c.safety_margin = (m >= 0.0).then_some(m),
+                    ("lookahead_time", Some(t)) => c.lookahead_time = t.max(period),
+                    ("pose_timeout", Some(t)) => c.pose_timeout = t,
+                    ("cmd_timeout", Some(t)) => c.cmd_timeout = t,
+                    ("stop_pub_timeout", Some(t)) => c.stop_pub_timeout = t,
+                    ("max_clock_skew", Some(t)) => c.max_clock_skew = t,
+                    ("tail_effect", _) => c.tail_effect = Some(b),
+                    ("saddle_escape", _) => c.saddle_escape = b,
+                    ("use_header_stamp", _) => c.use_header_stamp = b,
+                    ("enabled", _) => f.set_enabled(b),
+                    _ => continue,
+                }
             }
             r2r::log_info!(&l, "parameter {name} set to {value:?}");
+            // The hulls leave the task's goal open by the margin they were built with: build them
+            // again (off this thread; the new margin applies to the very next command meanwhile).
+            if name == "safety_margin" {
+                match again().await {
+                    Ok(m) => r2r::log_info!(&l, "hulls built again for the new margin: {m}"),
+                    Err(e) => r2r::log_warn!(&l, "hulls not built again: {e}"),
+                }
+            }
         }
     });
     let (f, e) = (filter.clone(), emit.clone());

@@ -242,7 +242,7 @@ impl SafetyFilter {
             && model.network.zeta(&goal.position, &mut Scratch::default()) >= model.threshold
         {
             let margin = config.safety_margin.unwrap_or(model.dsm.safety_margin);
-            references.keep_open(&goal.position, goal.tolerance + margin, margin);
+            references.keep_open(&model, &goal.position, goal.tolerance + margin, margin);
         }
         Ok(PreparedModel { model, references })
     }

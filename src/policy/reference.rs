@@ -76,13 +76,16 @@ impl ReferencePoints {
         refs
     }
 
-    /// Leave the ball of `radius` around `centre` (a point the learned constraint calls feasible,
-    /// such as the task's goal) out of every tabulated hull, also where a hull is widened by
-    /// `margin` along its axis at use: the hull is a cover of the learned obstacle, widened across
-    /// its rays, and can reach over a feasible point beside it ([`Hull::keep_open`]).
-    pub fn keep_open(&mut self, centre: &[f64], radius: f64, margin: f64) {
+    /// Leave the ball of `radius` around `centre` (a point `model` calls feasible, such as the
+    /// task's goal) out of every tabulated hull, also where a hull is widened by `margin` along
+    /// its axis at use, but not the learned obstacle itself: the hull is a cover of the learned
+    /// obstacle, widened across its rays, and can reach over a feasible point beside it
+    /// ([`Hull::keep_open`]).
+    pub fn keep_open(&mut self, model: &ConstraintModel, centre: &[f64], radius: f64, margin: f64) {
+        let mut scratch = Scratch::default();
+        let mut inside = |x: &[f64]| model.network.zeta(x, &mut scratch) < model.threshold;
         for hull in self.hulls.iter_mut().flatten() {
-            hull.keep_open(centre, radius, margin);
+            hull.keep_open(centre, radius, margin, &mut inside);
         }
     }
 
@@ -439,13 +442,23 @@ impl Hull {
     /// Cap the table so that no ray from the axis enters the hull before it reaches the ball of
     /// `radius` around `centre`: where a ray meets the ball, R is at most the distance to where it
     /// enters it; beside the ball, at most the distance to the ray's point nearest to it plus
-    /// [`Self::OPEN_SLOPE`] times the ray's clearance from the ball. Why: the envelope widens a
-    /// large measured radius over [`Self::SPREAD`] either side, and beside a large learned region
-    /// it reached over goals the learned constraint keeps clear (the filter could never bring a
-    /// robot there); the cap leaves a funnel open from outside the hull to the ball. The ball is
-    /// stretched along the axis by `margin` and a row's spacing, so that neither the widening at
-    /// use ([`Self::lookup_widened`]) nor the interpolation between rows closes it again.
-    fn keep_open(&mut self, centre: &[f64], radius: f64, margin: f64) {
+    /// [`Self::OPEN_SLOPE`] times the ray's clearance from the ball; and never below a point of
+    /// the ray that is `inside` the learned obstacle before the ray's nearest approach to the
+    /// centre, or anywhere on a ray pointing away from it (a ball that reaches into the learned
+    /// obstacle leaves that part covered; beyond the centre, in a hollow of the obstacle, the
+    /// filter's lookahead on zeta still keeps the robot out). Why: the envelope
+    /// widens a large measured radius over [`Self::SPREAD`] either side, and beside a large
+    /// learned region it reached over goals the learned constraint keeps clear (the filter could
+    /// never bring a robot there); the cap leaves a funnel open from outside the hull to the ball.
+    /// The ball is stretched along the axis by `margin` and a row's spacing, so that neither the
+    /// widening at use ([`Self::lookup_widened`]) nor the interpolation between rows closes it.
+    fn keep_open(
+        &mut self,
+        centre: &[f64],
+        radius: f64,
+        margin: f64,
+        inside: &mut dyn FnMut(&[f64]) -> bool,
+    ) {
         if centre.len() != 3 || !(radius.is_finite() && radius > 0.0 && margin.is_finite()) {
             return;
         }
@@ -454,8 +467,11 @@ impl Hull {
         let dot = |v: &[f64]| (0..3).map(|i| d[i] * v[i]).sum::<f64>();
         let (tg, c1, c2) = (dot(&self.axis), dot(&self.e1), dot(&self.e2));
         let step = std::f64::consts::TAU / Self::ANGLES as f64;
+        // Steps along a ray at which the learned obstacle is looked for behind the cap.
+        let h = radius / 16.0;
         for (l, row) in self.radius.iter_mut().enumerate() {
-            let dz = ((tg - (self.t0 + l as f64 * self.dt)).abs() - stretch).max(0.0);
+            let t = self.t0 + l as f64 * self.dt;
+            let dz = ((tg - t).abs() - stretch).max(0.0);
             for (j, r) in row.iter_mut().enumerate() {
                 let (cos, sin) = ((j as f64 * step).cos(), (j as f64 * step).sin());
                 // Along the ray to the centre's foot, and the ray's distance from the centre.
@@ -467,7 +483,28 @@ impl Hull {
                 };
                 let cap = along.max(0.0) - (radius * radius - across * across).max(0.0).sqrt()
                     + Self::OPEN_SLOPE * (across - radius).max(0.0);
-                *r = r.min(cap.max(0.0));
+                if cap >= *r {
+                    continue;
+                }
+                let ray = |rho: f64| -> [f64; 3] {
+                    std::array::from_fn(|i| {
+                        self.origin[i]
+                            + t * self.axis[i]
+                            + rho * (cos * self.e1[i] + sin * self.e2[i])
+                    })
+                };
+                // The last point of the learned obstacle between the cap and the ray's nearest
+                // approach to the centre (on a ray pointing away from it, its whole length).
+                let end = if along > 0.0 { along.min(*r) } else { *r };
+                let (mut floor, mut rho) = (cap.max(0.0), end);
+                while rho > floor {
+                    if inside(&ray(rho)) {
+                        floor = rho;
+                        break;
+                    }
+                    rho -= h;
+                }
+                *r = floor;
             }
         }
     }
@@ -652,12 +689,15 @@ mod tests {
 
     #[test]
     fn a_ball_kept_open_is_outside_the_hull_by_its_radius_with_a_funnel_out_and_the_rest_intact() {
-        // A wide column (R 0.3 from level 0.5 up) over a goal 0.2 from its axis.
+        // A column measured at R 0.1 from level 0.5 up, its table widened to 0.3 (as the envelope
+        // does beside large radii), over a goal 0.2 from its axis.
         let mut hull = column_from_half_way_up();
         hull.radius.iter_mut().flatten().for_each(|r| *r *= 3.0);
+        let before = hull.clone();
+        let mut learned = |x: &[f64]| x[0].hypot(x[1]) < 0.1 && x[2] >= 0.5;
         let (goal, open, margin) = ([0.2, 0.0, 0.7], 0.05, 0.03);
         assert!(hull.star(&goal, margin).unwrap().ratio < 1.0);
-        hull.keep_open(&goal, open, margin);
+        hull.keep_open(&goal, open, margin, &mut learned);
         let at = |x: &[f64]| hull.star(x, margin).unwrap();
         // The goal is clear of the hull by the margin, and so is the way out along its ray.
         assert!(at(&goal).margin_ratio(margin) >= 1.0, "{:?}", at(&goal));
@@ -674,6 +714,11 @@ mod tests {
                 "R jumps at {a}"
             );
         }
+        // Never below what was measured: a ball reaching into the column leaves the column whole.
+        let mut hull = before;
+        hull.keep_open(&[0.12, 0.0, 0.7], open, margin, &mut learned);
+        let kept = hull.star(&[0.12, 0.0, 0.7], 0.0).unwrap().radius;
+        assert!((0.1 - open / 16.0..=0.1).contains(&kept), "{kept}");
     }
 
     #[test]

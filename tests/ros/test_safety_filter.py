@@ -258,8 +258,11 @@ def test_ros2_param_lists_sets_refuses_and_dumps_the_filters_parameters(start_no
     assert abs(base[0] - go[0]) < 0.01, base
     listed = ros2("param", "list", "/safety_filter").split()
     assert {"safety_margin", "lookahead_time", "cmd_timeout", "use_header_stamp", "model_path"} <= set(listed)
-    # A margin wider than the distance to the learned obstacle changes the very next command.
+    # A margin wider than the distance to the learned obstacle changes the very next command, and
+    # the hulls (which leave the task's goal open by the margin) are built again with it.
+    h.diag.clear()
     assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "safety_margin", "0.2")
+    assert h.diagnosed(f"loaded {models[0]}: task", timeout=10), "not prepared again for the new margin"
     assert "0.2" in ros2("param", "get", "/safety_filter", "safety_margin")
     out = h.respond(far, go)
     print(f"\nmargin of the model: {base[:3]}; margin 0.2 m: {out[:3]}")
