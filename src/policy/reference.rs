@@ -714,7 +714,8 @@ mod tests {
                 "R jumps at {a}"
             );
         }
-        // Never below what was measured: a ball reaching into the column leaves the column whole.
+        // Never into the learned obstacle: a ball reaching into the column leaves the column whole
+        // (to within the step along the ray at which it is looked for).
         let mut hull = before;
         hull.keep_open(&[0.12, 0.0, 0.7], open, margin, &mut learned);
         let kept = hull.star(&[0.12, 0.0, 0.7], 0.0).unwrap().radius;
