@@ -71,6 +71,11 @@ const INSIDE_HULL: f64 = 0.9;
 const MISSED_BY_HULL: f64 = 0.5;
 
 impl FilterConfig {
+    /// The safety margin kept from `model`'s learned boundary: this config's, else the model's.
+    fn margin(&self, model: &ConstraintModel) -> f64 {
+        self.safety_margin.unwrap_or(model.dsm.safety_margin)
+    }
+
     /// The settings the safety_filter node starts with when no parameter overrides them.
     pub fn node_defaults() -> Self {
         FilterConfig {
@@ -235,13 +240,13 @@ impl SafetyFilter {
             None => ReferencePoints::of_model(&model),
         };
         // The task's goal, where the demonstrations end, stays open wherever the learned constraint
-        // calls it feasible: within the tolerance of it, by the margin the filter keeps now (a
-        // later `safety_margin` takes effect here at the next load).
+        // calls it feasible: within the tolerance of it, by the margin the filter keeps now (the
+        // node prepares the model again when `safety_margin` is set).
         if let Some(goal) = &model.goal
             && !model.constrains_command()
             && model.network.zeta(&goal.position, &mut Scratch::default()) >= model.threshold
         {
-            let margin = config.safety_margin.unwrap_or(model.dsm.safety_margin);
+            let margin = config.margin(&model);
             references.keep_open(&model, &goal.position, goal.tolerance + margin, margin);
         }
         Ok(PreparedModel { model, references })
@@ -325,7 +330,7 @@ impl SafetyFilter {
 
     /// The safety margin the filter keeps from `model`'s learned boundary.
     fn margin(&self, model: &ConstraintModel) -> f64 {
-        self.config.safety_margin.unwrap_or(model.dsm.safety_margin)
+        self.config.margin(model)
     }
 
     /// Whether the filter modulates around the star-shaped hulls of `model`'s learned obstacles

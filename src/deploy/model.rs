@@ -68,7 +68,7 @@ pub struct ConstraintModel {
     pub workspace: Option<Workspace>,
     /// Position constraints: the task's goal (feature order) and its tolerance. The demonstrations
     /// end there, so the safety filter's hulls of the learned obstacles leave it open
-    /// ([`crate::policy::reference::ReferencePoints::of_model_along`]). Absent: older files, a task
+    /// ([`crate::policy::reference::ReferencePoints::keep_open`]). Absent: older files, a task
     /// without a goal, or a velocity constraint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub goal: Option<ModelGoal>,
