@@ -292,11 +292,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 } else {
                     OK
                 };
+                // The status names the first fault only (no command hides no model): the model
+                // key says whether one is loaded whatever the status.
+                let model = filter
+                    .borrow()
+                    .model()
+                    .map_or_else(|| "none".to_string(), |m| format!("task {}", m.task));
                 let _ = diag_pub.publish(&ros::diagnostics(
                     &name,
                     level,
                     &o.status.message(),
-                    &[("publishing", o.publish.to_string())],
+                    &[("publishing", o.publish.to_string()), ("model", model)],
                 ));
                 last_diagnostics.set(Some(Instant::now()));
             }

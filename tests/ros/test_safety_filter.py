@@ -1,4 +1,5 @@
 """safety_filter, driven by rclpy."""
+import json
 import os
 import random
 import shutil
@@ -33,6 +34,10 @@ class Harness:
         assert wait_for(self.node, lambda: self.pose_pub.get_subscription_count() > 0
                         and self.cmd_pub.get_subscription_count() > 0
                         and self.node.count_publishers("/cmd_vel_out") > 0, timeout=20)
+        # The filter reports a status change on /diagnostics once, and repeats only the current status
+        # once a second: a change made before /diagnostics is matched would be missed. Its first
+        # periodic report shows the subscription is matched.
+        assert wait_for(self.node, lambda: self.diag, timeout=20)
 
     def pose(self, p, age=None):
         """Publish a pose; with `age` (s), stamped that long ago by this machine's clock."""
@@ -107,6 +112,9 @@ def test_command_into_the_obstacle_loses_its_inward_part_and_away_passes(start_n
     away = [-0.2, 0.03, 0.0, 0.0, 0.0, 0.0]
     out = h.respond(p, away)
     assert all(abs(a - b) < 1e-12 for a, b in zip(out, away)), out
+    task = json.loads(Path(models[0]).read_text())["task"]
+    assert wait_for(h.node, lambda: any(kv.key == "model" and kv.value == f"task {task}"
+                                        for a in h.diag for s in a.status for kv in s.values), 3.0)
 
 
 def test_stale_pose_stale_command_nan_and_no_model_give_zero_and_say_why(start_node, models):
@@ -146,6 +154,9 @@ def test_no_model_gives_zero_and_enable_false_passes_through(start_node):
     assert h.diagnosed("command is stale")
     h.diag.clear()
     assert h.diagnosed("command is stale")
+    # Whatever the status, the model key says that no model is loaded.
+    values = [dict((kv.key, kv.value) for kv in s.values) for a in h.diag for s in a.status]
+    assert values and all(v.get("model") == "none" for v in values), values
     enable = h.node.create_client(SetBool, "/safety_filter/enable")
     assert enable.wait_for_service(timeout_sec=10)
     assert call(h.node, enable, SetBool.Request(data=False)).success
