@@ -23,7 +23,8 @@
 //!   controller that goes there later (constraint transfer) finds the learned obstacle short. Off in
 //!   the plane: there it thinned the learned ellipses (docs/DESIGN.md). `both_ways` stays off: on top
 //!   of it, its second proposals reach the goal from sides curving (DS) demonstrations never used and
-//!   label the goal's surroundings, so the filter could no longer reach the goal (docs/RESULTS.md).
+//!   label the goal's surroundings; through the filter the renamed four cups were then less safe and
+//!   reached the goal less often (docs/RESULTS.md).
 //! - `dsm.safety_margin`: half of d_r for position constraints. Reliable infeasible states lie at
 //!   least d_r from the demonstrations, so the learned boundary is undetermined over about d_r minus
 //!   the clearance the demonstrations kept; with no way to see that clearance, half of d_r is kept.
