@@ -132,7 +132,13 @@ impl Mlp {
 
     /// zeta(x): the feasibility probability.
     pub fn zeta(&self, x: &[f64], scratch: &mut Scratch) -> f64 {
-        sigmoid(self.logit(x, scratch, false))
+        sigmoid(self.forward_one(x, scratch, false))
+    }
+
+    /// The output logit for one input (zeta = sigmoid(logit)): the forward pass of
+    /// [`Mlp::logit_and_grad`] without the gradient, the same value to the last bit.
+    pub fn logit(&self, x: &[f64], scratch: &mut Scratch) -> f64 {
+        self.forward_one(x, scratch, false)
     }
 
     /// zeta(x) and its gradient with respect to x (written to `grad`).
@@ -146,7 +152,7 @@ impl Mlp {
     /// The output logit (zeta = sigmoid(logit)) and its gradient with respect to x. The network is
     /// piecewise linear, so logit / |grad logit| estimates the signed distance to the learned boundary.
     pub fn logit_and_grad(&self, x: &[f64], grad: &mut [f64], scratch: &mut Scratch) -> f64 {
-        let z = self.logit(x, scratch, true);
+        let z = self.forward_one(x, scratch, true);
         let nl = self.sizes.len() - 1;
         let total: usize = self.sizes[1..nl].iter().sum();
         scratch.grad.clear();
@@ -185,7 +191,7 @@ impl Mlp {
     }
 
     /// The output logit for one input; keeps pre-activations in scratch when asked.
-    fn logit(&self, x: &[f64], scratch: &mut Scratch, keep: bool) -> f64 {
+    fn forward_one(&self, x: &[f64], scratch: &mut Scratch, keep: bool) -> f64 {
         let nl = self.sizes.len() - 1;
         scratch.act.clear();
         scratch.act.extend(
@@ -866,6 +872,18 @@ mod tests {
                 dst[4 * d..].iter().all(|v| *v == -1.0),
                 "d = {d}: past the rows"
             );
+        }
+    }
+
+    #[test]
+    fn the_logit_alone_equals_the_logit_with_its_gradient_to_the_last_bit() {
+        let n = net();
+        let (mut s, mut g) = (Scratch::default(), [0.0; 3]);
+        for k in 0..200 {
+            let t = k as f64 * 0.37;
+            let x = [t.sin() * 2.0, (1.3 * t).cos(), 0.1 * t - 3.0];
+            let with_grad = n.logit_and_grad(&x, &mut g, &mut s);
+            assert_eq!(n.logit(&x, &mut s).to_bits(), with_grad.to_bits(), "{x:?}");
         }
     }
 
