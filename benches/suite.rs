@@ -24,13 +24,16 @@
 //! the other way round).
 //! `--no-margin-clear` turns `margin_clear_of_demonstrations` off (on by default: the DSM policy's
 //! margin lowered around demonstrated states that keep less than it from the learned boundary).
+//! `--oracle-labels precise|informed` is a measurement, not a setting: R is corrected by the task's
+//! true constraint (precise: its truly feasible states dropped; informed: and added to D), to see
+//! what any labelling of the proposals' states could at best give (docs/RESULTS.md).
 //! `-- --help` lists the options; an unknown one is an error.
 use clap::Parser;
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
 use pucl::learn::network::{Mlp, Scratch};
-use pucl::learn::{LearnConfig, learn};
+use pucl::learn::{LearnConfig, OracleLabels, learn_with_oracle_labels};
 use pucl::report::evaluate::{NOMINAL_SPEED, evaluate_filtered, evaluate_learned, nominal_speed};
 use pucl::report::metrics::grid_confusion;
 use pucl::report::plot::{Scene, Series};
@@ -105,6 +108,10 @@ struct Args {
     /// Turns `margin_clear_of_demonstrations` off (on by default).
     #[arg(long)]
     no_margin_clear: bool,
+    /// A measurement of the ceiling of labelling, not a setting: R corrected by the true constraint
+    /// (precise: truly feasible states dropped from R; informed: and added to D).
+    #[arg(long, value_parser = ["precise", "informed"])]
+    oracle_labels: Option<String>,
     /// The built-in tasks under new names, from the reference demonstrations, instead of the suite.
     #[arg(long)]
     renamed: bool,
@@ -179,6 +186,8 @@ struct Overrides {
     both_ways: bool,
     /// Turns `margin_clear_of_demonstrations` off.
     no_margin_clear: bool,
+    /// R corrected by the true constraint (a measurement).
+    oracle: OracleLabels,
 }
 
 impl Overrides {
@@ -199,6 +208,13 @@ impl Overrides {
         }
         if self.no_margin_clear {
             s += " without margin_clear_of_demonstrations";
+        }
+        match self.oracle {
+            OracleLabels::Off => {}
+            OracleLabels::Precise => s += " with oracle labels (R without truly feasible states)",
+            OracleLabels::Informed => {
+                s += " with oracle labels (R's truly feasible states moved to D)"
+            }
         }
         s
     }
@@ -233,7 +249,7 @@ fn run_task(
     let mut failed = 0;
     for seed in 0..seeds {
         let t0 = Instant::now();
-        match learn(task, demos, &cfg, seed, &mut |_| true) {
+        match learn_with_oracle_labels(task, demos, &cfg, seed, o.oracle, &mut |_| true) {
             Ok(l) => {
                 secs.push(t0.elapsed().as_secs_f64());
                 let e = evaluate_learned(task, &l, seed).expect("evaluation");
@@ -303,6 +319,11 @@ fn main() {
         bend_prior: args.bend_prior,
         both_ways: args.both_ways,
         no_margin_clear: args.no_margin_clear,
+        oracle: match args.oracle_labels.as_deref() {
+            Some("precise") => OracleLabels::Precise,
+            Some("informed") => OracleLabels::Informed,
+            _ => OracleLabels::Off,
+        },
     };
     // Only the run the README shows redraws its picture: a run on another seed, a class alone or
     // changed settings draws into out/, so measuring something else cannot replace it.

@@ -109,6 +109,35 @@ pub fn learn(
     seed: u64,
     on_iteration: &mut dyn FnMut(&IterationStats) -> bool,
 ) -> Result<Learned> {
+    learn_with_oracle_labels(task, demos, cfg, seed, OracleLabels::Off, on_iteration)
+}
+
+/// A measurement, not a method: labels that know the task's true constraint, to see what any
+/// labelling of the states the proposals visit could at best achieve with the same proposals,
+/// network and training (the suite bench's `--oracle-labels`; docs/RESULTS.md). `pucl learn` and
+/// the nodes never use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OracleLabels {
+    /// The labeller's own R.
+    #[default]
+    Off,
+    /// R without the states that are truly feasible: a labeller that never mislabels a feasible
+    /// state (and finds no infeasible state that the labeller's own rule misses).
+    Precise,
+    /// As `Precise`, and the truly feasible states among those the labeller called infeasible
+    /// join D: feasible data between the demonstrations, which positive-unlabeled data lacks.
+    Informed,
+}
+
+/// [`learn`] with R corrected by the true constraint (see [`OracleLabels`]).
+pub fn learn_with_oracle_labels(
+    task: &Task,
+    demos: &DemoSet,
+    cfg: &LearnConfig,
+    seed: u64,
+    oracle: OracleLabels,
+    on_iteration: &mut dyn FnMut(&IterationStats) -> bool,
+) -> Result<Learned> {
     let t0 = Instant::now();
     let task = &learning_task(task, demos, cfg)?;
     let mut demo_points = demonstrated_points(task, demos, cfg);
@@ -158,6 +187,10 @@ pub fn learn(
             .collect();
         // Identify the reliable infeasible states R.
         let reliable_infeasible = labeller.identify(&demo_points, &kept, &memory_buffer)?;
+        let reliable_infeasible = match oracle {
+            OracleLabels::Off => reliable_infeasible,
+            _ => oracle_labels(task, reliable_infeasible, oracle, &mut demo_points),
+        };
         let data = TrainingData {
             demos: &demo_points,
             reliable_infeasible: &reliable_infeasible,
@@ -864,6 +897,25 @@ fn roll_out(
 /// from the same start (for a start along a demonstration: its rest, and the way must be a
 /// shortcut), and at most `max_mean_cost` of its states are learned-infeasible. Labellers that take
 /// every rollout (BC, MECL) skip it.
+/// R corrected by the true constraint: its truly feasible states leave R, and with
+/// [`OracleLabels::Informed`] they join D.
+fn oracle_labels(
+    task: &Task,
+    reliable_infeasible: Points,
+    oracle: OracleLabels,
+    demo_points: &mut Points,
+) -> Points {
+    let mut kept = Points::new(reliable_infeasible.dim);
+    for x in reliable_infeasible.rows() {
+        if task.truly_infeasible(x) {
+            kept.push(x);
+        } else if oracle == OracleLabels::Informed {
+            demo_points.push(x);
+        }
+    }
+    kept
+}
+
 fn policy_filter(
     rollouts: Vec<Rollout>,
     probes: &[ProbeStart],
@@ -1304,6 +1356,34 @@ mod tests {
                 "{name}: |D| {d} against max_training_states {}",
                 cfg.max_training_states
             );
+        }
+    }
+
+    #[test]
+    fn oracle_labels_leave_no_truly_feasible_state_in_the_memory_buffer_and_raise_precision() {
+        let (task, demos, cfg) = builtin("point_ellipse_2d", "point_ellipse_2d.csv");
+        let feasible_in = |l: &Learned| {
+            l.memory_buffer
+                .rows()
+                .filter(|x| !task.truly_infeasible(x))
+                .count()
+        };
+        let learn_as = |oracle| {
+            learn_with_oracle_labels(&task, &demos, &cfg, 0, oracle, &mut |_| true).unwrap()
+        };
+        // PUCL's own labels call some feasible states between the demonstrations infeasible: the
+        // oracle has something to correct.
+        let own = learn_as(OracleLabels::Off);
+        assert!(feasible_in(&own) > 0);
+        for oracle in [OracleLabels::Precise, OracleLabels::Informed] {
+            let l = learn_as(oracle);
+            assert!(!l.memory_buffer.is_empty(), "{oracle:?} learned nothing");
+            assert_eq!(feasible_in(&l), 0, "{oracle:?}");
+            // Without the false labels the learned ellipses stop filling the space between the
+            // demonstrations.
+            let last = l.history.last().unwrap();
+            let own_precision = own.history.last().unwrap().precision;
+            assert!(last.precision > own_precision + 0.05, "{oracle:?}");
         }
     }
 }
