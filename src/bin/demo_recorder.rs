@@ -5,6 +5,7 @@
 //! as an MCAP bag (rosbag2's storage); publishes the count on `~/count` (latched).
 use futures::StreamExt;
 use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
+use pucl::demos::pairing::StampPairs;
 use pucl::demos::recorder::{AutoSegment, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
@@ -136,12 +137,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
     let mut twists = node.subscribe::<TwistStamped>(&twist_topic, reliable)?;
     // The simulator publishes the pose and the twist that led to it with the same stamp: pair them.
-    let pending_pose = Rc::new(RefCell::new(
-        None::<(r2r::builtin_interfaces::msg::Time, [f64; 3])>,
-    ));
-    let pending_twist = Rc::new(RefCell::new(
-        None::<(r2r::builtin_interfaces::msg::Time, [f64; 3])>,
-    ));
+    // Either topic may arrive several messages ahead of the other; each waits in a queue.
+    type Stamp = (i32, u32);
+    type Sample = (Stamp, [f64; 3], [f64; 3]);
+    let pairs = Rc::new(RefCell::new(StampPairs::<Stamp, [f64; 3], [f64; 3]>::new()));
     // A stop waits for the samples stamped before it that are still in flight (the pose that reached
     // the goal may arrive after the request that ends the demonstration), for up to FLUSH seconds.
     const FLUSH: f64 = 0.25;
@@ -171,23 +170,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let finish_stops = Rc::new(finish_stops);
     let feed = {
-        let (r, pp, pt, save, fin) = (
-            recorder.clone(),
-            pending_pose.clone(),
-            pending_twist.clone(),
-            save.clone(),
-            finish_stops.clone(),
-        );
-        move || {
-            let matched = match (&*pp.borrow(), &*pt.borrow()) {
-                (Some((a, p)), Some((b, v))) if a == b => Some((a.clone(), *p, *v)),
-                _ => None,
-            };
-            if let Some((stamp, p, v)) = matched {
-                *pp.borrow_mut() = None;
-                *pt.borrow_mut() = None;
+        let (r, save, fin) = (recorder.clone(), save.clone(), finish_stops.clone());
+        move |matched: Vec<Sample>| {
+            for ((sec, nanosec), p, v) in matched {
                 // A sample stamped at or after a stop request belongs to no stopped demonstration.
-                fin(Some(seconds(&stamp)));
+                fin(Some(f64::from(sec) + f64::from(nanosec) * 1e-9));
                 let ended = r.borrow_mut().sample(ros::mono_now(), &p, &v);
                 if ended.is_some() {
                     let _ = save();
@@ -224,22 +211,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     let keep = Rc::new(keep);
-    let (pp, f, k) = (pending_pose.clone(), feed.clone(), keep.clone());
+    let key = |t: &r2r::builtin_interfaces::msg::Time| (t.sec, t.nanosec);
+    let (pp, f, k) = (pairs.clone(), feed.clone(), keep.clone());
     tasks.spawn_local(async move {
         while let Some(m) = poses.next().await {
             k(|b| b.1, &m.header.stamp, m.to_serialized_bytes());
             let q = m.pose.position;
-            *pp.borrow_mut() = Some((m.header.stamp, [q.x, q.y, q.z]));
-            f();
+            let matched = pp
+                .borrow_mut()
+                .push_a(key(&m.header.stamp), [q.x, q.y, q.z]);
+            f(matched);
         }
     });
-    let (pt, f, k) = (pending_twist.clone(), feed.clone(), keep.clone());
+    let (pt, f, k) = (pairs.clone(), feed.clone(), keep.clone());
     tasks.spawn_local(async move {
         while let Some(m) = twists.next().await {
             k(|b| b.2, &m.header.stamp, m.to_serialized_bytes());
             let l = m.twist.linear;
-            *pt.borrow_mut() = Some((m.header.stamp, [l.x, l.y, l.z]));
-            f();
+            let matched = pt
+                .borrow_mut()
+                .push_b(key(&m.header.stamp), [l.x, l.y, l.z]);
+            f(matched);
         }
     });
     let mut starts = node.create_service::<Trigger::Service>("~/start", QosProfile::default())?;
