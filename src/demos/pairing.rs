@@ -28,21 +28,13 @@ impl<S: Ord + Copy, A, B> StampPairs<S, A, B> {
 
     /// A message of the first stream; returns the pairs it completes, oldest first.
     pub fn push_a(&mut self, stamp: S, value: A) -> Vec<(S, A, B)> {
-        self.a.push_back((stamp, value));
-        if self.a.len() > MAX_WAITING {
-            self.a.pop_front();
-            self.dropped += 1;
-        }
+        self.dropped += wait(&mut self.a, (stamp, value));
         self.pairs()
     }
 
     /// A message of the second stream; returns the pairs it completes, oldest first.
     pub fn push_b(&mut self, stamp: S, value: B) -> Vec<(S, A, B)> {
-        self.b.push_back((stamp, value));
-        if self.b.len() > MAX_WAITING {
-            self.b.pop_front();
-            self.dropped += 1;
-        }
+        self.dropped += wait(&mut self.b, (stamp, value));
         self.pairs()
     }
 
@@ -72,6 +64,17 @@ impl<S: Ord + Copy, A, B> StampPairs<S, A, B> {
             }
         }
         out
+    }
+}
+
+/// Queue a message; the oldest goes beyond [`MAX_WAITING`]. Returns how many were dropped.
+fn wait<T>(queue: &mut VecDeque<T>, message: T) -> usize {
+    queue.push_back(message);
+    if queue.len() > MAX_WAITING {
+        queue.pop_front();
+        1
+    } else {
+        0
     }
 }
 
