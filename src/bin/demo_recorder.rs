@@ -174,7 +174,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         move |matched: Vec<Sample>| {
             for ((sec, nanosec), p, v) in matched {
                 // A sample stamped at or after a stop request belongs to no stopped demonstration.
-                fin(Some(f64::from(sec) + f64::from(nanosec) * 1e-9));
+                fin(Some(seconds(&r2r::builtin_interfaces::msg::Time {
+                    sec,
+                    nanosec,
+                })));
                 let ended = r.borrow_mut().sample(ros::mono_now(), &p, &v);
                 if ended.is_some() {
                     let _ = save();

@@ -893,10 +893,6 @@ fn roll_out(
     Ok(out)
 }
 
-/// The policy filter: keep a rollout iff r(tau) - delta |r(tau)| >= r(tau_D) of the demonstration
-/// from the same start (for a start along a demonstration: its rest, and the way must be a
-/// shortcut), and at most `max_mean_cost` of its states are learned-infeasible. Labellers that take
-/// every rollout (BC, MECL) skip it.
 /// R corrected by the true constraint: its truly feasible states leave R, and with
 /// [`OracleLabels::Informed`] they join D.
 fn oracle_labels(
@@ -916,6 +912,10 @@ fn oracle_labels(
     kept
 }
 
+/// The policy filter: keep a rollout iff r(tau) - delta |r(tau)| >= r(tau_D) of the demonstration
+/// from the same start (for a start along a demonstration: its rest, and the way must be a
+/// shortcut), and at most `max_mean_cost` of its states are learned-infeasible. Labellers that take
+/// every rollout (BC, MECL) skip it.
 fn policy_filter(
     rollouts: Vec<Rollout>,
     probes: &[ProbeStart],
