@@ -161,7 +161,15 @@ class Loop:
             r = self.call(self.reset_c, Reset.Request(position=[float(v) for v in start]))
             if not r.success:
                 raise RuntimeError(r.message)
-            self.call(self.rec_start, Trigger.Request())
+            # The recorder refuses to start before it has a pose (its subscriptions may match the
+            # simulator after this node's did): ask again until it has one.
+            answers = []
+
+            def started():
+                answers.append(self.call(self.rec_start, Trigger.Request()))
+                return answers[-1].success
+            if not self.spin_until(started, 30):
+                raise RuntimeError(f"demo_recorder did not start: {answers[-1].message}")
             r = self.call(self.expert_c, RunExpert.Request(), timeout=60)
             if not r.success:
                 raise RuntimeError(f"expert: {r.message}")

@@ -142,12 +142,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     type Sample = (Stamp, [f64; 3], [f64; 3]);
     let pairs = Rc::new(RefCell::new(StampPairs::<Stamp, [f64; 3], [f64; 3]>::new()));
     // A stop waits for the samples stamped before it that are still in flight (the pose that reached
-    // the goal may arrive after the request that ends the demonstration), for up to FLUSH seconds.
-    const FLUSH: f64 = 0.25;
+    // the goal may arrive after the request that ends the demonstration): until a pair stamped after
+    // the request arrives (a driver publishing at its rate sends one within a period), or for FLUSH
+    // seconds when nothing publishes (long enough for a reliable topic's repair on a busy machine).
+    const FLUSH: f64 = 1.0;
+    // Messages dropped without a partner before the current demonstration: a stop reports the rest.
+    let dropped_before = Rc::new(std::cell::Cell::new(0usize));
     type PendingStop = (r2r::ServiceRequest<Trigger::Service>, f64, f64);
     let stopping = Rc::new(RefCell::new(Vec::<PendingStop>::new()));
     let finish_stops = {
         let (r, s, stopping) = (recorder.clone(), save.clone(), stopping.clone());
+        let (pairs, dropped_before, logger) =
+            (pairs.clone(), dropped_before.clone(), logger.clone());
         move |stamp: Option<f64>| {
             let now = ros::mono_now();
             let due: Vec<PendingStop> = {
@@ -160,7 +166,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             };
             for (req, _, _) in due {
                 let out = r.borrow_mut().stop();
-                let out = out.and_then(|n| s().map(|m| format!("demonstration of {n} steps; {m}")));
+                let mut out =
+                    out.and_then(|n| s().map(|m| format!("demonstration of {n} steps; {m}")));
+                // A pose or twist lost in transport costs its sample: say so rather than stay silent.
+                let lost = pairs.borrow().dropped() - dropped_before.get();
+                if lost > 0 {
+                    let warning = format!(
+                        "{lost} pose or twist messages arrived without their partner and were dropped"
+                    );
+                    r2r::log_warn!(&logger, "{warning}");
+                    out = out.map(|m| format!("{m}; warning: {warning}"));
+                }
                 let _ = req.respond(Trigger::Response {
                     success: out.is_ok(),
                     message: out.unwrap_or_else(|e| e),
@@ -238,10 +254,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let mut starts = node.create_service::<Trigger::Service>("~/start", QosProfile::default())?;
-    let r = recorder.clone();
+    let (r, p, d) = (recorder.clone(), pairs.clone(), dropped_before.clone());
+    let topics = format!("waiting for a pose on {pose_topic} paired with a twist on {twist_topic}");
     tasks.spawn_local(async move {
         while let Some(req) = starts.next().await {
+            d.set(p.borrow().dropped());
             let out = r.borrow_mut().start();
+            let out = out.map_err(|e| {
+                if r.borrow().has_pose() {
+                    e
+                } else {
+                    format!("{e} ({topics})")
+                }
+            });
             let _ = req.respond(Trigger::Response {
                 success: out.is_ok(),
                 message: out.map(|_| "recording".to_string()).unwrap_or_else(|e| e),

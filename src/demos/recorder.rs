@@ -52,10 +52,19 @@ impl Recorder {
             .map_or(0, |d| d.len(self.task.state_dim()))
     }
 
-    /// Begin a demonstration (an error if one is being recorded).
+    /// Whether a pose has been received: the state a demonstration started now would leave.
+    pub fn has_pose(&self) -> bool {
+        self.previous.is_some()
+    }
+
+    /// Begin a demonstration: an error if one is being recorded, or if no pose has been received
+    /// yet (the first row's state would be unknown, so the demonstration would silently lose it).
     pub fn start(&mut self) -> Result<(), String> {
         if self.recording.is_some() {
             return Err("already recording".into());
+        }
+        if self.previous.is_none() {
+            return Err("no pose received yet: the demonstration's first state is unknown".into());
         }
         self.recording = Some(Demonstration {
             states: Vec::new(),
@@ -155,10 +164,26 @@ mod tests {
         let t = Task::load("reach_obstacle_3d").unwrap();
         let mut r = Recorder::new(t, None);
         assert!(r.stop().unwrap_err().contains("not recording"));
+        r.sample(0.0, &[0.35, -0.09, 0.05], &[0.0, 0.0, 0.0]);
         r.start().unwrap();
         assert!(r.start().unwrap_err().contains("already"));
         assert!(r.stop().unwrap_err().contains("no steps"));
         assert!(r.demos.is_empty());
+    }
+
+    #[test]
+    fn start_before_any_pose_is_an_error_rather_than_a_demonstration_missing_its_first_row() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut r = Recorder::new(t, None);
+        assert!(!r.has_pose());
+        assert!(r.start().unwrap_err().contains("no pose received yet"));
+        assert!(!r.is_recording());
+        r.sample(0.0, &[0.35, -0.09, 0.05], &[0.0, 0.0, 0.0]);
+        assert!(r.has_pose());
+        r.start().unwrap();
+        r.sample(0.1, &[0.354, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        assert_eq!(r.stop().unwrap(), 1);
+        assert_eq!(r.demos.state(0, 0), &[0.35, -0.09, 0.05]);
     }
 
     #[test]

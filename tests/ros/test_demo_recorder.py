@@ -2,6 +2,7 @@
 import csv
 import os
 import random
+import time
 
 import rclpy
 from geometry_msgs.msg import PoseStamped, TwistStamped
@@ -35,6 +36,17 @@ class Graph:
             assert c.wait_for_service(timeout_sec=20)
         assert wait_for(self.node, lambda: self.poses and self.twists, 10)
 
+    def start_recording(self, timeout=10.0):
+        """Start a demonstration once the recorder has a pose: this node seeing the simulator says
+        nothing of whether the recorder has matched it yet (discovery is per pair of nodes)."""
+        end = time.monotonic() + timeout
+        while True:
+            r = call(self.node, self.start, Trigger.Request())
+            if r.success or time.monotonic() > end:
+                return r
+            assert "no pose received yet" in r.message, r.message
+            wait_for(self.node, lambda: False, 0.05)
+
 
 def read_rows(path):
     with open(path) as f:
@@ -46,7 +58,8 @@ def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_pub
     g = Graph(start_node, out, bag)
     for start in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
         assert call(g.node, g.reset, Reset.Request(position=start)).success
-        assert call(g.node, g.start, Trigger.Request()).success
+        r = g.start_recording()
+        assert r.success, r.message
         r = call(g.node, g.expert, RunExpert.Request(), timeout=30)
         assert r.success, r.message
         r = call(g.node, g.stop, Trigger.Request())
@@ -130,7 +143,8 @@ def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording(start_
     r = call(g.node, g.stop, Trigger.Request())
     assert not r.success and "not recording" in r.message
     assert call(g.node, g.reset, Reset.Request(position=[0.35, 0.03, 0.05])).success
-    assert call(g.node, g.start, Trigger.Request()).success
+    r = g.start_recording()
+    assert r.success, r.message
     future = g.expert.call_async(RunExpert.Request())
     n = len(g.poses)
     # About a second of samples: the recorder may lag this node by a few messages on a loaded
@@ -148,3 +162,23 @@ def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording(start_
     # The last samples the recorder saw may still wait in this node's queue.
     assert wait_for(g.node, lambda: recorded <= published(), 10), f"{len(recorded - published())} rows never published"
     rclpy.spin_until_future_complete(g.node, future, timeout_sec=30)
+
+
+def test_start_before_any_pose_is_refused_naming_the_topics_and_succeeds_once_poses_arrive(start_node, tmp_path):
+    # Without a pose the demonstration's first row would be unknown and silently lost.
+    start_node("demo_recorder", "demo_recorder.yaml", output=tmp_path / "demos.csv", bag="''")
+    node = rclpy.create_node(f"rec_start_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    start = node.create_client(Trigger, "/demo_recorder/start")
+    assert start.wait_for_service(timeout_sec=20)
+    r = call(node, start, Trigger.Request())
+    assert not r.success
+    assert "no pose received yet" in r.message and "ee_pose" in r.message and "applied_twist" in r.message, r.message
+    start_node("kinematic_sim", "kinematic_sim.yaml")
+    responses = []
+
+    def started():
+        responses.append(call(node, start, Trigger.Request()))
+        return responses[-1].success
+    assert wait_for(node, started, 20), responses[-1].message
+    assert all("no pose received yet" in r.message for r in responses[:-1])
+    node.destroy_node()
