@@ -36,16 +36,21 @@ class Graph:
             assert c.wait_for_service(timeout_sec=20)
         assert wait_for(self.node, lambda: self.poses and self.twists, 10)
 
-    def start_recording(self, timeout=10.0):
-        """Start a demonstration once the recorder has a pose: this node seeing the simulator says
-        nothing of whether the recorder has matched it yet (discovery is per pair of nodes)."""
-        end = time.monotonic() + timeout
-        while True:
-            r = call(self.node, self.start, Trigger.Request())
-            if r.success or time.monotonic() > end:
-                return r
-            assert "no pose received yet" in r.message, r.message
-            wait_for(self.node, lambda: False, 0.05)
+    def start_recording(self):
+        return start_recording(self.node, self.start)
+
+
+def start_recording(node, client, timeout=10.0):
+    """Start a demonstration once the recorder has a pose: a test node seeing the simulator says
+    nothing of whether the recorder has matched it yet (discovery is per pair of nodes). Every
+    refusal before that must be for the missing pose."""
+    end = time.monotonic() + timeout
+    while True:
+        r = call(node, client, Trigger.Request())
+        if r.success or time.monotonic() > end:
+            return r
+        assert "no pose received yet" in r.message, r.message
+        wait_for(node, lambda: False, 0.05)
 
 
 def read_rows(path):
@@ -174,11 +179,6 @@ def test_start_before_any_pose_is_refused_naming_the_topics_and_succeeds_once_po
     assert not r.success
     assert "no pose received yet" in r.message and "ee_pose" in r.message and "applied_twist" in r.message, r.message
     start_node("kinematic_sim", "kinematic_sim.yaml")
-    responses = []
-
-    def started():
-        responses.append(call(node, start, Trigger.Request()))
-        return responses[-1].success
-    assert wait_for(node, started, 20), responses[-1].message
-    assert all("no pose received yet" in r.message for r in responses[:-1])
+    r = start_recording(node, start, 20)
+    assert r.success, r.message
     node.destroy_node()
