@@ -75,11 +75,18 @@ impl Recorder {
     }
 
     /// End the demonstration; it is kept if it has at least one step. Returns its number of steps.
+    /// Rest after the last motion (the arm at the goal while the stop is on its way) is dropped, as
+    /// rest before the first motion is never recorded: how long the stop took is no part of it.
     pub fn stop(&mut self) -> Result<usize, String> {
-        let d = self
+        let mut d = self
             .recording
             .take()
             .ok_or("not recording: nothing to stop")?;
+        let (n, m) = (self.task.state_dim(), self.task.action_dim());
+        while d.actions.len() >= m && d.actions[d.actions.len() - m..].iter().all(|a| *a == 0.0) {
+            d.actions.truncate(d.actions.len() - m);
+            d.states.truncate(d.states.len() - n);
+        }
         let n = d.len(self.task.state_dim());
         if n == 0 {
             return Err("the recording has no steps (no motion was received)".into());
@@ -172,6 +179,28 @@ mod tests {
     }
 
     #[test]
+    fn rest_after_the_last_motion_is_not_part_of_the_demonstration() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let mut r = Recorder::new(t, None);
+        r.sample(0.0, &[0.35, -0.09, 0.05], &[0.0, 0.0, 0.0]);
+        r.start().unwrap();
+        r.sample(0.1, &[0.354, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        // A pause between motions stays; the rest while the stop is on its way does not.
+        r.sample(0.2, &[0.354, -0.09, 0.05], &[0.0, 0.0, 0.0]);
+        r.sample(0.3, &[0.358, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        for k in 0..5 {
+            r.sample(0.4 + 0.1 * f64::from(k), &[0.358, -0.09, 0.05], &[0.0; 3]);
+        }
+        assert_eq!(r.stop().unwrap(), 3);
+        assert_eq!(r.demos.action(0, 1), &[0.0, 0.0, 0.0]);
+        assert_eq!(r.demos.action(0, 2), &[0.5, 0.0, 0.0]);
+        // A recording that never moved has no steps.
+        r.start().unwrap();
+        r.sample(1.0, &[0.358, -0.09, 0.05], &[0.0; 3]);
+        assert!(r.stop().unwrap_err().contains("no steps"));
+    }
+
+    #[test]
     fn start_before_any_pose_is_an_error_rather_than_a_demonstration_missing_its_first_row() {
         let t = Task::load("reach_obstacle_3d").unwrap();
         let mut r = Recorder::new(t, None);
@@ -208,9 +237,10 @@ mod tests {
         r.sample(1.0, &[0.60, 0.0, 0.04], &[0.3, 0.0, 0.0]);
         assert!(r.is_recording());
         assert_eq!(r.sample(1.2, &[0.60, 0.0, 0.04], &[0.0, 0.0, 0.0]), None);
+        // One step: the rest that timed out is not part of the demonstration.
         assert_eq!(
             r.sample(1.6, &[0.60, 0.0, 0.04], &[0.0, 0.0, 0.0]),
-            Some(2),
+            Some(1),
             "idle for longer than 0.5 s"
         );
         assert_eq!(r.demos.len(), 2);
