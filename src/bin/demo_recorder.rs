@@ -103,10 +103,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bag = bag.as_ref().map(|b| b.0.clone());
         move || -> Result<String, String> {
             let r = r.borrow();
-            let _ = count_pub.publish(&r2r::std_msgs::msg::UInt32 {
-                data: r.demos.len() as u32,
-            });
+            // The count is published once the files hold that many: a client seeing it can read them.
+            let count = || {
+                let _ = count_pub.publish(&r2r::std_msgs::msg::UInt32 {
+                    data: r.demos.len() as u32,
+                });
+            };
             if r.demos.is_empty() {
+                count();
                 return Ok("no demonstrations yet".into());
             }
             r.demos
@@ -123,6 +127,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     .map_err(|e| format!("{bag_path}: {e}"))?;
                 msg.push_str(&format!(", {} messages in {bag_path}", bag.len()));
             }
+            count();
             r2r::log_info!(&logger, "{msg}");
             Ok(msg)
         }
@@ -171,9 +176,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 // A pose or twist lost in transport costs its sample: say so rather than stay silent.
                 let lost = pairs.borrow().dropped() - dropped_before.get();
                 if lost > 0 {
-                    let warning = format!(
-                        "{lost} pose or twist messages arrived without their partner and were dropped"
-                    );
+                    let warning = lost_warning(lost);
                     r2r::log_warn!(&logger, "{warning}");
                     out = out.map(|m| format!("{m}; warning: {warning}"));
                 }
@@ -187,6 +190,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let finish_stops = Rc::new(finish_stops);
     let feed = {
         let (r, save, fin) = (recorder.clone(), save.clone(), finish_stops.clone());
+        let (pairs, dropped_before, logger) =
+            (pairs.clone(), dropped_before.clone(), logger.clone());
         move |matched: Vec<Sample>| {
             for ((sec, nanosec), p, v) in matched {
                 // A sample stamped at or after a stop request belongs to no stopped demonstration.
@@ -194,8 +199,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     sec,
                     nanosec,
                 })));
+                let was_recording = r.borrow().is_recording();
                 let ended = r.borrow_mut().sample(ros::mono_now(), &p, &v);
-                if ended.is_some() {
+                // Automatic segmentation: say when a demonstration starts and ends, and, as a stop
+                // does, how many messages were lost without their partner while it was recorded.
+                if !was_recording && r.borrow().is_recording() {
+                    dropped_before.set(pairs.borrow().dropped());
+                    r2r::log_info!(&logger, "motion: recording a demonstration");
+                }
+                if let Some(n) = ended {
+                    r2r::log_info!(&logger, "demonstration of {n} steps ended (goal or idle)");
+                    let lost = pairs.borrow().dropped() - dropped_before.get();
+                    if lost > 0 {
+                        r2r::log_warn!(&logger, "{}", lost_warning(lost));
+                    }
                     let _ = save();
                 }
             }
@@ -310,4 +327,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// A message stamp in seconds.
 fn seconds(t: &r2r::builtin_interfaces::msg::Time) -> f64 {
     f64::from(t.sec) + f64::from(t.nanosec) * 1e-9
+}
+
+/// What a demonstration lost in transport: a pose or twist without its partner costs its sample.
+fn lost_warning(lost: usize) -> String {
+    format!("{lost} pose or twist messages arrived without their partner and were dropped")
 }

@@ -7,6 +7,8 @@ import time
 import rclpy
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from pucl_interfaces.srv import Reset, RunExpert
+from rclpy.qos import DurabilityPolicy, QoSProfile
+from std_msgs.msg import UInt32
 from std_srvs.srv import Trigger
 
 from mcap_ros2.reader import read_ros2_messages
@@ -182,3 +184,51 @@ def test_start_before_any_pose_is_refused_naming_the_topics_and_succeeds_once_po
     r = start_recording(node, start, 20)
     assert r.success, r.message
     node.destroy_node()
+
+
+def test_auto_segment_records_each_expert_run_from_first_motion_to_the_goal_and_reports_an_unpaired_pose(start_node, tmp_path):
+    # No ~/start or ~/stop: motion starts a demonstration, reaching the goal ends and saves it.
+    out = tmp_path / "demos.csv"
+    start_node("kinematic_sim", "kinematic_sim.yaml")
+    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag="''", auto_segment="true")
+    node = rclpy.create_node(f"rec_auto_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    reset = node.create_client(Reset, "/kinematic_sim/reset")
+    expert = node.create_client(RunExpert, "/kinematic_sim/run_expert")
+    start = node.create_client(Trigger, "/demo_recorder/start")
+    stop = node.create_client(Trigger, "/demo_recorder/stop")
+    for c in (reset, expert, start, stop):
+        assert c.wait_for_service(timeout_sec=20)
+    count = []
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: count.append(m.data), latched)
+    # The recorder must have the simulator's pose before the first motion, or the first rows are
+    # lost: a manual start answers whether it has; a stop before any motion records nothing.
+    assert start_recording(node, start, 20).success
+    r = call(node, stop, Trigger.Request())
+    assert not r.success and "no steps" in r.message, r.message
+    # A pose whose twist never comes, stamped before everything: the pairing drops it, loses no sample
+    # of the simulator's, and the demonstration it fell into reports it.
+    stray = node.create_publisher(PoseStamped, "/ee_pose", 10)
+    assert wait_for(node, lambda: stray.get_subscription_count() >= 1, 10)
+    for start_pos in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
+        assert call(node, reset, Reset.Request(position=start_pos)).success
+        future = expert.call_async(RunExpert.Request())
+        if start_pos[0] == 0.35:
+            wait_for(node, lambda: False, 0.3)
+            stray.publish(PoseStamped())  # header stamp 0
+        rclpy.spin_until_future_complete(node, future, timeout_sec=30)
+        assert future.done() and future.result().success
+    assert wait_for(node, lambda: count and count[-1] == 2, 10), f"count {count}"
+    rows = read_rows(out)
+    generated = tmp_path / "generated.csv"
+    pucl("demos", "generate", "--task", "reach_obstacle_3d", "--count", 12, "--out", generated)
+    generated = read_rows(generated)
+    for recorded, made in (("0", "0"), ("1", "11")):
+        got = [r for r in rows if r["demo"] == recorded]
+        want = [r for r in generated if r["demo"] == made]
+        assert len(got) == len(want), f"demonstration {recorded}: {len(got)} rows recorded, the expert made {len(want)}"
+        for a, b in zip(got, want):
+            assert all(abs(float(a[c]) - float(b[c])) <= 1e-12 for c in ("x", "y", "z", "ax", "ay", "az")), (a, b)
+    log = (tmp_path / "demo_recorder.log").read_text()
+    assert log.count("motion: recording a demonstration") == 2, log
+    assert "1 pose or twist messages arrived without their partner and were dropped" in log, log
