@@ -60,6 +60,22 @@ def read_rows(path):
         return [r for r in csv.DictReader(f)]
 
 
+def assert_the_experts_demonstrations(rows, tmp_path):
+    """No sample lost: recorded demonstrations 0 and 1, from the simulator's expert started at task
+    starts 0 and 11, are row for row the ones `pucl demos generate` makes from those starts, however
+    the pose and twist topics interleave on the way to the recorder."""
+    generated = tmp_path / "generated.csv"
+    pucl("demos", "generate", "--task", "reach_obstacle_3d", "--count", 12, "--out", generated)
+    generated = read_rows(generated)
+    for recorded, made in (("0", "0"), ("1", "11")):
+        got = [r for r in rows if r["demo"] == recorded]
+        want = [r for r in generated if r["demo"] == made]
+        assert len(got) == len(want), f"demonstration {recorded}: {len(got)} rows recorded, the expert made {len(want)}"
+        for a, b in zip(got, want):
+            assert a["step"] == b["step"]
+            assert all(abs(float(a[c]) - float(b[c])) <= 1e-12 for c in ("x", "y", "z", "ax", "ay", "az")), (a, b)
+
+
 def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_published(start_node, tmp_path):
     out, bag = tmp_path / "demos.csv", tmp_path / "demos.mcap"
     g = Graph(start_node, out, bag)
@@ -73,19 +89,7 @@ def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_pub
         assert r.success, r.message
     rows = read_rows(out)
     assert {r["demo"] for r in rows} == {"0", "1"}
-    # No sample lost: each recorded demonstration is, row for row, the one `pucl demos generate` makes
-    # from the same start (task starts 0 and 11; the simulator runs the same expert), however the
-    # pose and twist topics interleave on the way to the recorder.
-    generated = tmp_path / "generated.csv"
-    pucl("demos", "generate", "--task", "reach_obstacle_3d", "--count", 12, "--out", generated)
-    generated = read_rows(generated)
-    for recorded, made in (("0", "0"), ("1", "11")):
-        got = [r for r in rows if r["demo"] == recorded]
-        want = [r for r in generated if r["demo"] == made]
-        assert len(got) == len(want), f"demonstration {recorded}: {len(got)} rows recorded, the expert made {len(want)}"
-        for a, b in zip(got, want):
-            assert a["step"] == b["step"]
-            assert all(abs(float(a[c]) - float(b[c])) <= 1e-12 for c in ("x", "y", "z", "ax", "ay", "az")), (a, b)
+    assert_the_experts_demonstrations(rows, tmp_path)
     # Take in what this node has queued of the last samples, then pair them.
     pos = lambda p: tuple(round(v, 15) for v in (p.x, p.y, p.z))  # noqa: E731
     row_states = {tuple(round(float(r[c]), 15) for c in ("x", "y", "z")) for r in rows}
@@ -210,25 +214,20 @@ def test_auto_segment_records_each_expert_run_from_first_motion_to_the_goal_and_
     # of the simulator's, and the demonstration it fell into reports it.
     stray = node.create_publisher(PoseStamped, "/ee_pose", 10)
     assert wait_for(node, lambda: stray.get_subscription_count() >= 1, 10)
+    moving = []
+    node.create_subscription(TwistStamped, "/applied_twist",
+                             lambda m: m.twist.linear.x != 0.0 and moving.append(m), 1000)
     for start_pos in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
         assert call(node, reset, Reset.Request(position=start_pos)).success
         future = expert.call_async(RunExpert.Request())
         if start_pos[0] == 0.35:
-            wait_for(node, lambda: False, 0.3)
+            # Well inside the first demonstration (41 steps), once the arm has moved for 10.
+            assert wait_for(node, lambda: len(moving) >= 10, 10)
             stray.publish(PoseStamped())  # header stamp 0
         rclpy.spin_until_future_complete(node, future, timeout_sec=30)
         assert future.done() and future.result().success
     assert wait_for(node, lambda: count and count[-1] == 2, 10), f"count {count}"
-    rows = read_rows(out)
-    generated = tmp_path / "generated.csv"
-    pucl("demos", "generate", "--task", "reach_obstacle_3d", "--count", 12, "--out", generated)
-    generated = read_rows(generated)
-    for recorded, made in (("0", "0"), ("1", "11")):
-        got = [r for r in rows if r["demo"] == recorded]
-        want = [r for r in generated if r["demo"] == made]
-        assert len(got) == len(want), f"demonstration {recorded}: {len(got)} rows recorded, the expert made {len(want)}"
-        for a, b in zip(got, want):
-            assert all(abs(float(a[c]) - float(b[c])) <= 1e-12 for c in ("x", "y", "z", "ax", "ay", "az")), (a, b)
+    assert_the_experts_demonstrations(read_rows(out), tmp_path)
     log = (tmp_path / "demo_recorder.log").read_text()
     assert log.count("motion: recording a demonstration") == 2, log
     assert "1 pose or twist messages arrived without their partner and were dropped" in log, log
