@@ -175,8 +175,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     out.and_then(|n| s().map(|m| format!("demonstration of {n} steps; {m}")));
                 // A pose or twist lost in transport costs its sample: say so rather than stay silent.
                 let lost = pairs.borrow().dropped() - dropped_before.get();
-                if lost > 0 {
-                    let warning = lost_warning(lost);
+                let lost = (lost > 0).then(|| lost_warning(lost));
+                // So is a pose the applied motion cannot have reached (a second pose publisher).
+                let jumped = r.borrow().jumps().warning();
+                for warning in lost.into_iter().chain(jumped) {
                     r2r::log_warn!(&logger, "{warning}");
                     out = out.map(|m| format!("{m}; warning: {warning}"));
                 }
@@ -212,6 +214,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     let lost = pairs.borrow().dropped() - dropped_before.get();
                     if lost > 0 {
                         r2r::log_warn!(&logger, "{}", lost_warning(lost));
+                    }
+                    if let Some(warning) = r.borrow().jumps().warning() {
+                        r2r::log_warn!(&logger, "{warning}");
                     }
                     let _ = save();
                 }
@@ -317,6 +322,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Shutting down (SIGINT/SIGTERM): keep a demonstration in progress and write everything.
     if recorder.borrow().is_recording() {
         let _ = recorder.borrow_mut().stop();
+        if let Some(warning) = recorder.borrow().jumps().warning() {
+            r2r::log_warn!(&logger, "{warning}");
+        }
     }
     if let Err(e) = save() {
         r2r::log_error!(&logger, "could not write the demonstrations: {e}");

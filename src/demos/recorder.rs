@@ -13,6 +13,36 @@ pub struct AutoSegment {
     pub idle_timeout: f64,
 }
 
+/// Steps of a demonstration that moved farther than the action limit allows: the pose did not come
+/// from the applied motion (a second node publishing the pose, a reset, lost messages).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Jumps {
+    pub count: usize,
+    /// The largest such step (position units) and its row in the demonstration.
+    pub largest: f64,
+    pub at_step: usize,
+    /// The longest step the action limit allows (position units).
+    pub limit: f64,
+}
+
+impl Jumps {
+    /// A warning for the log, or None when no step jumped.
+    pub fn warning(&self) -> Option<String> {
+        (self.count > 0).then(|| {
+            format!(
+                "{} steps moved farther than the action limit allows (largest {:.4} at step {}; the \
+                 limit allows {:.4} per step): is a second node publishing the pose, or was the \
+                 robot reset while recording?",
+                self.count, self.largest, self.at_step, self.limit
+            )
+        })
+    }
+}
+
+/// A step counts as a jump beyond this many times the longest step the action limit allows: a real
+/// arm's measured pose overshoots its command and its messages jitter, but not by that much.
+const JUMP_FACTOR: f64 = 3.0;
+
 /// The recorder's state.
 pub struct Recorder {
     task: Task,
@@ -22,6 +52,8 @@ pub struct Recorder {
     previous: Option<Vec<f64>>,
     auto: Option<AutoSegment>,
     last_motion: f64,
+    /// Of the demonstration being recorded, or of the last one once it ended.
+    jumps: Jumps,
 }
 
 impl Recorder {
@@ -34,6 +66,7 @@ impl Recorder {
             previous: None,
             auto,
             last_motion: 0.0,
+            jumps: Jumps::default(),
         }
     }
 
@@ -50,6 +83,11 @@ impl Recorder {
         self.recording
             .as_ref()
             .map_or(0, |d| d.len(self.task.state_dim()))
+    }
+
+    /// The steps that jumped in the demonstration being recorded, or in the last one once it ended.
+    pub fn jumps(&self) -> &Jumps {
+        &self.jumps
     }
 
     /// Whether a pose has been received: the state a demonstration started now would leave.
@@ -71,6 +109,10 @@ impl Recorder {
             actions: Vec::new(),
             episode_return: None,
         });
+        self.jumps = Jumps {
+            limit: self.task.longest_step(),
+            ..Jumps::default()
+        };
         Ok(())
     }
 
@@ -123,6 +165,22 @@ impl Recorder {
         if let (Some(d), Some(prev)) = (self.recording.as_mut(), self.previous.as_ref())
             && (speed > 0.0 || !d.states.is_empty())
         {
+            let moved = self
+                .task
+                .position_of(prev)
+                .iter()
+                .zip(position)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            // Kept (nothing recorded is dropped), but counted: the user is told at the end.
+            let j = &mut self.jumps;
+            if moved > JUMP_FACTOR * j.limit {
+                if moved > j.largest {
+                    (j.largest, j.at_step) = (moved, d.len(self.task.state_dim()));
+                }
+                j.count += 1;
+            }
             d.states.extend_from_slice(prev);
             d.actions.extend_from_slice(&action);
         }
@@ -213,6 +271,32 @@ mod tests {
         r.sample(0.1, &[0.354, -0.09, 0.05], &[0.24, 0.0, 0.0]);
         assert_eq!(r.stop().unwrap(), 1);
         assert_eq!(r.demos.state(0, 0), &[0.35, -0.09, 0.05]);
+    }
+
+    #[test]
+    fn poses_from_a_second_publisher_are_kept_but_counted_as_jumps_the_action_limit_cannot_make() {
+        let t = Task::load("reach_obstacle_3d").unwrap();
+        let limit = t.longest_step();
+        let mut r = Recorder::new(t, None);
+        r.sample(0.0, &[0.35, -0.09, 0.05], &[0.0; 3]);
+        r.start().unwrap();
+        r.sample(0.1, &[0.354, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        assert_eq!(r.jumps().warning(), None, "a step the limit allows");
+        // Another simulator's arm, elsewhere, interleaved with this one.
+        r.sample(0.15, &[0.60, 0.0, 0.04], &[0.24, 0.0, 0.0]);
+        r.sample(0.2, &[0.358, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        assert_eq!(r.stop().unwrap(), 3, "nothing recorded is dropped");
+        let j = r.jumps();
+        assert_eq!((j.count, j.at_step), (2, 1));
+        assert!((j.limit - limit).abs() < 1e-12 && j.largest > 3.0 * limit);
+        let w = j.warning().unwrap();
+        assert!(
+            w.contains("2 steps") && w.contains("second node publishing the pose"),
+            "{w}"
+        );
+        // The next demonstration starts with none.
+        r.start().unwrap();
+        assert_eq!(r.jumps().count, 0);
     }
 
     #[test]

@@ -229,6 +229,16 @@ impl Task {
         }
     }
 
+    /// The longest step the action limit allows in one `dt`, in position units: the farthest an
+    /// end effector can move between two consecutive samples of a demonstration.
+    pub fn longest_step(&self) -> f64 {
+        let widest = match &self.action_limit {
+            ActionLimit::Norm(c) => *c,
+            ActionLimit::Box(b) => b.iter().map(|v| v * v).sum::<f64>().sqrt(),
+        };
+        widest * self.spec.dynamics.velocity_scale * self.spec.dynamics.dt
+    }
+
     /// Metres per position unit: from the `units` of the position components (m, cm or mm, the same
     /// for all), 1 when none gives one (ROS's metres, REP 103). An error names a unit it cannot read.
     pub fn metres_per_position_unit(&self) -> std::result::Result<f64, String> {

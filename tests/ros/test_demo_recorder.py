@@ -231,3 +231,32 @@ def test_auto_segment_records_each_expert_run_from_first_motion_to_the_goal_and_
     log = (tmp_path / "demo_recorder.log").read_text()
     assert log.count("motion: recording a demonstration") == 2, log
     assert "1 pose or twist messages arrived without their partner and were dropped" in log, log
+
+
+def test_a_second_simulator_publishing_the_pose_is_kept_but_reported_at_the_stop_as_jumps(start_node, tmp_path):
+    # An orphaned simulator left running on the same domain: its poses interleave with the arm's. The
+    # rows are kept (nothing recorded is dropped), and the stop says the poses jump further than the
+    # action limit allows, naming the likely cause.
+    out = tmp_path / "demos.csv"
+    g = Graph(start_node, out)
+    start_node("kinematic_sim", "kinematic_sim.yaml", node_name="kinematic_sim_orphan")
+    orphan_reset = g.node.create_client(Reset, "/kinematic_sim_orphan/reset")
+    assert orphan_reset.wait_for_service(timeout_sec=20)
+    assert call(g.node, orphan_reset, Reset.Request(position=[0.6, 0.1, 0.1])).success
+    assert call(g.node, g.reset, Reset.Request(position=[0.35, -0.09, 0.05])).success
+    assert wait_for(g.node, lambda: any(abs(m.pose.position.x - 0.6) < 1e-9 for m in g.poses.values()), 10)
+    r = g.start_recording()
+    assert r.success, r.message
+    r = call(g.node, g.expert, RunExpert.Request(), timeout=30)
+    assert r.success, r.message
+    r = call(g.node, g.stop, Trigger.Request())
+    assert r.success, r.message
+    assert "farther than the action limit allows" in r.message and "second node publishing the pose" in r.message, r.message
+    rows = read_rows(out)
+    xs = [float(row["x"]) for row in rows]
+    assert any(abs(x - 0.6) < 1e-9 for x in xs), "the orphan's poses are kept"
+    # Interleaved, the two simulators' stamps no longer pair one for one: some samples of each are
+    # dropped (and reported as such), the rest kept.
+    assert sum(x < 0.5 for x in xs) >= 5, "the arm's poses are kept"
+    log = (tmp_path / "demo_recorder.log").read_text()
+    assert "second node publishing the pose" in log, log
