@@ -1,7 +1,8 @@
 //! safety_filter: between a controller and the arm. Subscribes the nominal command (`cmd_vel_in`) and
 //! the end-effector pose (`ee_pose`), publishes the safe command on `cmd_vel_out` on every input and on
 //! a timer; stale or non-finite input and a missing model give a zero twist, with the reason on
-//! `/diagnostics` and in the log. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
+//! `/diagnostics` and in the log, as is (WARN) a command the learned constraint has held back for a
+//! second. `~/enable` (SetBool) switches to pass-through; `~/reload` (Trigger)
 //! and a changed model file reload the model. Angular velocity passes unchanged.
 use futures::StreamExt;
 use pucl::deploy::filter::{FilterConfig, NODE_TAIL_EFFECT, SafetyFilter, Status};
@@ -275,7 +276,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let changed = last_status.borrow().as_ref().map(std::mem::discriminant)
                 != Some(std::mem::discriminant(&o.status));
             if changed {
-                if o.status.is_stop() {
+                if o.status.is_stop() || matches!(o.status, Status::Held { .. }) {
                     r2r::log_warn!(&logger, "{}", o.status.message());
                 } else {
                     r2r::log_info!(&logger, "{}", o.status.message());
@@ -287,7 +288,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             if changed || due {
                 let level = if o.status.is_stop() {
                     ERROR
-                } else if o.status == Status::PassThrough {
+                } else if matches!(o.status, Status::PassThrough | Status::Held { .. }) {
                     WARN
                 } else {
                     OK

@@ -131,12 +131,25 @@ pub enum Status {
     },
     NonFinitePose,
     NonFiniteCommand,
+    /// Filtering, but the learned constraint has held the robot back for `seconds`: over the last
+    /// [`HELD_WINDOW`] the filtered commands made `made` along the command's direction while the
+    /// command asked for `asked` (position units). The command leads into the learned obstacle and
+    /// the modulation finds no way round; a controller should plan another way. The output is still
+    /// the filtered command, not a stop.
+    Held {
+        seconds: f64,
+        made: f64,
+        asked: f64,
+    },
 }
 
 impl Status {
     /// True when the output is a forced stop.
     pub fn is_stop(&self) -> bool {
-        !matches!(self, Status::Filtering { .. } | Status::PassThrough)
+        !matches!(
+            self,
+            Status::Filtering { .. } | Status::PassThrough | Status::Held { .. }
+        )
     }
 
     pub fn message(&self) -> String {
@@ -159,7 +172,73 @@ impl Status {
             ),
             Status::NonFinitePose => "stop: pose has NaN or Inf".into(),
             Status::NonFiniteCommand => "stop: command has NaN or Inf".into(),
+            Status::Held {
+                seconds,
+                made,
+                asked,
+            } => format!(
+                "filtering: held back by the learned constraint for {seconds:.1} s (in the last \
+                 {HELD_WINDOW} s the filtered command made {made:.3} of the {asked:.3} the command \
+                 asked for): the command leads into the learned obstacle; plan another way"
+            ),
         }
+    }
+}
+
+/// A robot counts as held back once, over this long (s) of modulated commands, ...
+pub const HELD_WINDOW: f64 = 1.0;
+/// ... the filtered commands made less than this fraction of the headway the commands asked for
+/// (their speed, over the window): sliding round a learned obstacle keeps much of it, dithering in
+/// a pocket of one or pressing against its face almost none.
+const HELD_PROGRESS: f64 = 0.1;
+
+/// The headway of recent modulated commands, to tell sliding round a learned obstacle from being
+/// held back by it. By the filter's output, not the robot's motion: an arm that lags its command
+/// is not held back by the constraint.
+#[derive(Debug, Default)]
+struct Progress {
+    /// (time, headway made, headway asked for), both summed since the first sample, oldest first;
+    /// the first sample is the newest at or before the window's start.
+    samples: std::collections::VecDeque<(f64, f64, f64)>,
+    /// Since when the robot has been held back (the start of the first window that held it).
+    held_since: Option<f64>,
+}
+
+impl Progress {
+    fn clear(&mut self) {
+        self.samples.clear();
+        self.held_since = None;
+    }
+
+    /// A modulated output `out` at `now` for the command `cmd` (linear parts): Some status when the
+    /// robot is held back.
+    fn update(&mut self, now: f64, out: &[f64], cmd: &[f64]) -> Option<Status> {
+        let speed = norm(cmd);
+        let along = if speed > 0.0 {
+            (0..3).map(|k| out[k] * cmd[k]).sum::<f64>().max(0.0) / speed
+        } else {
+            0.0
+        };
+        let (made, asked) = self.samples.back().map_or((0.0, 0.0), |&(t, m, a)| {
+            let dt = (now - t).max(0.0);
+            (m + along * dt, a + speed * dt)
+        });
+        self.samples.push_back((now, made, asked));
+        while self.samples.len() > 2 && self.samples[1].0 <= now - HELD_WINDOW {
+            self.samples.pop_front();
+        }
+        let &(t0, m0, a0) = self.samples.front()?;
+        let (made, asked) = (made - m0, asked - a0);
+        if now - t0 < HELD_WINDOW || asked <= 0.0 || made >= HELD_PROGRESS * asked {
+            self.held_since = None;
+            return None;
+        }
+        let since = *self.held_since.get_or_insert(t0);
+        Some(Status::Held {
+            seconds: now - since,
+            made,
+            asked,
+        })
     }
 }
 
@@ -196,6 +275,7 @@ pub struct SafetyFilter {
     command: Option<(Received, [f64; 6])>,
     enabled: bool,
     stop_since: Option<(f64, std::mem::Discriminant<Status>)>,
+    progress: Progress,
     scratch: ModulationScratch,
     trial: Vec<f64>,
 }
@@ -210,6 +290,7 @@ impl SafetyFilter {
             command: None,
             enabled: true,
             stop_since: None,
+            progress: Progress::default(),
             scratch: ModulationScratch::default(),
             trial: vec![0.0; 3],
         }
@@ -304,10 +385,22 @@ impl SafetyFilter {
     /// The safe command at time `now` (s).
     pub fn output(&mut self, now: f64) -> Output {
         let status = self.evaluate(now);
-        let (twist, status) = match status {
+        let (twist, mut status) = match status {
             Ok(out) => out,
             Err(stop) => ([0.0; 6], stop),
         };
+        // A robot the modulation keeps from following its command is reported as held (position
+        // constraints: a velocity constraint's projection is immediate, nothing to wait for).
+        match (&status, self.command) {
+            (Status::Filtering { modulated: true }, Some((_, cmd)))
+                if !self.model.as_ref().is_some_and(|m| m.constrains_command()) =>
+            {
+                if let Some(held) = self.progress.update(now, &twist[..3], &cmd[..3]) {
+                    status = held;
+                }
+            }
+            _ => self.progress.clear(),
+        }
         let publish = if status.is_stop() {
             let key = std::mem::discriminant(&status);
             match self.stop_since {
@@ -610,6 +703,120 @@ mod tests {
         assert!(!f.output(10.2).status.is_stop());
         f.set_command(10.6, go);
         assert!(matches!(f.output(10.6).status, Status::StalePose { .. }));
+    }
+
+    /// Drive the simulated cylinder task from `start` with a command of 0.25 m/s towards `target`
+    /// through `f` for `seconds` or until within 1 cm of it; returns every status and where the
+    /// robot ended.
+    fn drive(
+        f: &mut SafetyFilter,
+        start: [f64; 3],
+        target: [f64; 3],
+        seconds: f64,
+    ) -> (Vec<Status>, Vec<f64>) {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let dt = task.spec.dynamics.dt;
+        let mut sim = crate::task::sim::LiveSim::new(task);
+        sim.reset(&start).unwrap();
+        let mut statuses = Vec::new();
+        for k in 0..(seconds / dt) as usize {
+            let (t, p) = (k as f64 * dt, sim.position());
+            let d: Vec<f64> = (0..3).map(|i| target[i] - p[i]).collect();
+            let n = norm(&d);
+            if n < 0.01 {
+                break;
+            }
+            f.set_pose(t, [p[0], p[1], p[2]]);
+            f.set_command(
+                t,
+                [
+                    0.25 * d[0] / n,
+                    0.25 * d[1] / n,
+                    0.25 * d[2] / n,
+                    0.0,
+                    0.0,
+                    0.0,
+                ],
+            );
+            let o = f.output(t);
+            sim.step_velocity(&o.twist[..3]);
+            statuses.push(o.status);
+        }
+        (statuses, sim.position())
+    }
+
+    #[test]
+    fn a_command_the_learned_obstacle_blocks_for_a_second_is_reported_held_back_and_one_sliding_round_it_is_not()
+     {
+        // Straight at the learned cylinder from in front: the filter slides round it, at most of the
+        // command's speed, and is never held.
+        let (start, target) = ([0.40, 0.0, 0.05], [0.70, 0.0, 0.05]);
+        let mut f = filter();
+        let (statuses, end) = drive(&mut f, start, target, 3.0);
+        assert!(statuses.contains(&Status::Filtering { modulated: true }));
+        assert!(!statuses.iter().any(|s| matches!(s, Status::Held { .. })));
+        assert!(end[0] > 0.6, "went round: {end:?}");
+        // At the face, commanded straight into it, the filter slides the command along the face:
+        // that is a way round (a quarter of the command's headway), not being held back. The
+        // headway is the filter's output, not the robot's motion (here the pose stays where it is).
+        let m = cylinder();
+        let mut scratch = crate::learn::network::Scratch::default();
+        let mut x = 0.45;
+        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut scratch) >= 0.5 {
+            x += 0.001;
+        }
+        let mut f = filter();
+        for k in 0..200 {
+            let t = k as f64 * 0.01;
+            f.set_pose(t, [x, 0.0, 0.05]);
+            f.set_command(t, [0.25, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            let o = f.output(t);
+            assert_eq!(o.status, Status::Filtering { modulated: true });
+            assert!(o.twist[0] > 0.1 * 0.25, "headway {:?}", o.twist);
+        }
+        // Inside the learned obstacle (a robot started there), commanded deeper in: the filter only
+        // lets it leave, against the command, and once that has lasted a second it says so. Its
+        // output is still the filtered command, not a forced stop.
+        let mut f = filter();
+        let (dt, mut first, mut last) = (0.01, None, None);
+        for k in 0..200 {
+            let t = k as f64 * dt;
+            f.set_pose(t, [x + 0.01, 0.0, 0.05]);
+            f.set_command(t, [0.25, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            let o = f.output(t);
+            if matches!(o.status, Status::Held { .. }) {
+                first.get_or_insert(t);
+            }
+            last = Some(o);
+        }
+        let first = first.expect("reported held back");
+        assert!((1.0..1.05).contains(&first), "held back after {first} s");
+        let o = last.unwrap();
+        let Status::Held {
+            seconds,
+            made,
+            asked,
+        } = o.status.clone()
+        else {
+            panic!("still held back at the end: {:?}", o.status);
+        };
+        assert!((seconds - 1.99).abs() < 0.02 && made < 0.1 * asked && (asked - 0.25).abs() < 1e-9);
+        assert!(!o.status.is_stop() && o.publish);
+        assert!(o.status.message().contains("plan another way"));
+        // Commanded out, the way the filter lets it go: held back until a second of commands made
+        // headway, then no longer.
+        let mut statuses = Vec::new();
+        for k in 200..320 {
+            let t = k as f64 * dt;
+            f.set_pose(t, [x + 0.01, 0.0, 0.05]);
+            f.set_command(t, [-0.25, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            statuses.push(f.output(t).status);
+        }
+        assert!(matches!(statuses[0], Status::Held { .. }));
+        assert_eq!(
+            statuses.last(),
+            Some(&Status::Filtering { modulated: true })
+        );
     }
 
     #[test]

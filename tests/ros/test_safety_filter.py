@@ -117,6 +117,34 @@ def test_command_into_the_obstacle_loses_its_inward_part_and_away_passes(start_n
                                         for a in h.diag for s in a.status for kv in s.values), 3.0)
 
 
+def test_a_command_held_back_for_a_second_is_diagnosed_as_a_warning_and_the_filtered_command_still_flows(start_node, models):
+    # A robot 1 cm inside the learned cylinder, commanded further in: the filter only lets it leave,
+    # so the command makes no headway. After a second /diagnostics says so (WARN, not a stop), and
+    # once the command turns to where the filter lets the robot go, it is back to OK.
+    h = Harness(start_node, models[0])
+    p = boundary_point(models[0])
+    inside = [p[0] + 0.01, p[1], p[2]]
+
+    def drive(v, until, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            h.pose(inside)
+            h.cmd(v)
+            if wait_for(h.node, until, 0.05):
+                return True
+        return False
+
+    def status(level, text):
+        return lambda: h.diag and any(s.level in (level, bytes([level])) and text in s.message
+                                      for s in h.diag[-1].status)
+
+    assert drive([0.2, 0.0, 0.0, 0.0, 0.0, 0.0], status(1, "held back by the learned constraint"), 5.0)
+    assert any(h._values(m)[:3] != [0.0] * 3 for m in h.out[-5:]), "the filtered command still flows"
+    assert drive([-0.2, 0.0, 0.0, 0.0, 0.0, 0.0], status(0, "filtering"), 5.0)
+    log = Path(h.proc.log.name).read_text()
+    assert "held back by the learned constraint" in log, log
+
+
 def test_stale_pose_stale_command_nan_and_no_model_give_zero_and_say_why(start_node, models):
     h = Harness(start_node, models[0], publish_period=0.02)
     far = [0.35, -0.09, 0.05]
