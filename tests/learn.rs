@@ -1226,7 +1226,8 @@ fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_
 }
 
 #[test]
-fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learned_obstacle() {
+fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learned_obstacle_and_counts_the_runs_held_back()
+ {
     let m = model_3d().to_str().unwrap();
     let d = tempfile::tempdir().unwrap();
     let builtin = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/reach_obstacle_3d.yaml");
@@ -1247,17 +1248,25 @@ fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learne
         let o = pucl(&["eval", "--task", task, "--model", m, "--filter", "--json"]);
         assert!(o.status.success(), "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
-        (stderr(&o), v["goal_reached"].as_f64().unwrap())
+        let held_back = v["held_back"].as_f64().unwrap();
+        (stderr(&o), v["goal_reached"].as_f64().unwrap(), held_back)
     };
-    let (warned, reached) = eval(beside.to_str().unwrap());
+    let (warned, reached, held_back) = eval(beside.to_str().unwrap());
     assert!(
         warned.contains("no run through the safety filter that starts outside its margin"),
         "{warned}"
     );
     assert_eq!(reached, 0.0, "the warning is right: {warned}");
-    let (quiet, reached) = eval("reach_obstacle_3d");
+    // Every run ends pressed towards the goal against the margin, and the filter says so, as a
+    // deployment's controller would read on /diagnostics.
+    assert_eq!(held_back, 1.0);
+    let (quiet, reached, held_back) = eval("reach_obstacle_3d");
     assert!(!quiet.contains("starts outside its margin"), "{quiet}");
     assert!(reached >= 0.95);
+    assert!(
+        held_back <= 1.0 - reached,
+        "only runs short of the goal count"
+    );
 }
 
 #[test]

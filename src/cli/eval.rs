@@ -27,7 +27,9 @@ pub struct EvalArgs {
     /// Print exactly one JSON object: iou, recall, precision, all_infeasible_iou (what calling every
     /// grid point infeasible scores), unsafe_rate, violating_episodes, goal_reached, stopped
     /// (the fraction of episodes that ended short of the goal standing still), guided (the fraction
-    /// that stalled in front of a learned obstacle and were guided round it), mean_return.
+    /// that stalled in front of a learned obstacle and were guided round it), with --filter
+    /// held_back (the fraction that ended short of the goal with the filter reporting the command
+    /// held back by the learned constraint), mean_return.
     #[arg(long)]
     json: bool,
     /// List the first violating state of every violating episode.
@@ -135,6 +137,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
             "stopped": (!task.spec.goal.is_none()).then_some(e.stopped),
             "guided": e.guided,
+            "held_back": a.filter.then_some(e.held_back),
             "mean_return": e.mean_return,
         });
         println!("{v}");
@@ -171,6 +174,13 @@ pub fn run(a: EvalArgs) -> Result<()> {
                     stopped,
                     short.round() - stopped
                 );
+                if a.filter {
+                    // What a deployment's controller would have been told on /diagnostics.
+                    println!(
+                        "  held back           {} ended with the filter reporting the command held back by the learned constraint",
+                        (e.unsafe_counts.episodes as f64 * e.held_back).round()
+                    );
+                }
             }
         }
         if e.guided > 0.0 {

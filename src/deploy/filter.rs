@@ -197,7 +197,8 @@ const HELD_PROGRESS: f64 = 0.1;
 /// is not held back by the constraint.
 #[derive(Debug, Default)]
 struct Progress {
-    /// (time, headway made, headway asked for), both summed since the first sample, oldest first;
+    /// (time, headway made, headway asked for), both summed since the first sample, oldest first
+    /// (made: net, along each command's direction, so that dithering back and forth nets nothing);
     /// the first sample is the newest at or before the window's start.
     samples: std::collections::VecDeque<(f64, f64, f64)>,
     /// Since when the robot has been held back (the start of the first window that held it).
@@ -215,7 +216,7 @@ impl Progress {
     fn update(&mut self, now: f64, out: &[f64], cmd: &[f64]) -> Option<Status> {
         let speed = norm(cmd);
         let along = if speed > 0.0 {
-            (0..3).map(|k| out[k] * cmd[k]).sum::<f64>().max(0.0) / speed
+            (0..3).map(|k| out[k] * cmd[k]).sum::<f64>() / speed
         } else {
             0.0
         };

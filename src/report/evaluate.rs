@@ -1,6 +1,6 @@
 //! Evaluation of a learned constraint against the task's truth: the network as a classifier on the
 //! task's grid, and episodes of the policy that uses it (the unsafe rate beside goal reaching).
-use crate::deploy::filter::{FilterConfig, SafetyFilter};
+use crate::deploy::filter::{FilterConfig, SafetyFilter, Status};
 use crate::deploy::model::ConstraintModel;
 use crate::error::{Error, Result};
 use crate::learn::Learned;
@@ -112,6 +112,10 @@ pub struct Evaluation {
     /// from then on (the DSM policy's evaluation guide; 0 for other policies). The safety filter does
     /// not plan: a controller's run through it that stalls there stays stalled.
     pub guided: f64,
+    /// Through the safety filter: the fraction of episodes that ended short of the goal with the
+    /// filter reporting the command held back by the learned constraint (a deployment's controller
+    /// is told so on /diagnostics). 0 for the policies.
+    pub held_back: f64,
     /// The episodes' mean return (what a task without a goal shows beside the unsafe rate).
     pub mean_return: f64,
     pub confusion: Confusion,
@@ -293,8 +297,10 @@ pub fn evaluate_filtered(
     let steps = (task.spec.horizon as f64 * stretch).ceil() as usize;
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
+    let mut held_back = 0;
     for s in episode_starts(task, starts, episodes, seed) {
         let mut t = Trajectory::with_capacity(task);
+        let mut held = false;
         let mut drive = |state: &[f64], action: &mut [f64]| {
             let p = task.position_of(state);
             let mut v: Vec<f64> = goal
@@ -309,16 +315,19 @@ pub fn evaluate_filtered(
             safety.set_pose(now, [p[0], p[1], p[2]]);
             safety.set_command(now, [v[0], v[1], v[2], 0.0, 0.0, 0.0]);
             let out = safety.output(now);
+            held = matches!(out.status, Status::Held { .. });
             for (a, v) in action.iter_mut().zip(&out.twist[..3]) {
                 *a = v / scale;
             }
             now += dt;
         };
         sim.rollout_for(steps, &s, &mut drive, &mut t);
+        held_back += usize::from(held && !t.reached_goal);
         trajs.push(t);
     }
     Ok(Evaluation {
         goal_blocked,
+        held_back: held_back as f64 / trajs.len().max(1) as f64,
         ..Evaluation::of(task, c, &trajs)
     })
 }
@@ -375,6 +384,7 @@ impl Evaluation {
                 .count() as f64
                 / trajs.len().max(1) as f64,
             guided: 0.0,
+            held_back: 0.0,
             mean_return: trajs.iter().map(|t| t.episode_return).sum::<f64>()
                 / trajs.len().max(1) as f64,
             confusion: c,
