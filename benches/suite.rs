@@ -5,8 +5,9 @@
 //! velocity tasks what predicting "all infeasible" would score on the same grid; draws the
 //! learned against the true constraint of a sample of tasks. For 3-D tasks also the unsafe and
 //! goal-reached rates of the same episodes run as deployed (`pucl eval --filter`: a P-controller
-//! through the safety filter), and how many models' goals no run through the filter from outside
-//! its margin can reach.
+//! through the safety filter), the share of them that ended held back by the learned constraint (as
+//! the filter reports it on /diagnostics), and how many models' goals no run through the filter from
+//! outside its margin can reach.
 //!
 //! `cargo bench --bench suite -- [--seed S] [--per-class N] [--learn-seeds K] [--class C] [--png FILE]`
 //! (defaults: suite seed 1, 10 tasks per class, learning seeds 0..3, every class (C: 2-D, 3-D or
@@ -60,6 +61,9 @@ struct TaskResult {
     /// 3-D tasks: the same episodes through the safety filter (NaN for other classes).
     filter_unsafe_pct: f64,
     filter_goal_pct: f64,
+    /// 3-D tasks: the episodes that ended short of the goal held back by the learned constraint,
+    /// as the filter reports it (`pucl eval --filter`'s `held_back`).
+    filter_held_pct: f64,
     /// 3-D tasks: models whose goal no run through the filter from outside its margin can reach
     /// (inside the learned obstacle or within its margin; `pucl eval --filter` warns of it).
     filter_goal_blocked: usize,
@@ -131,12 +135,12 @@ fn positive(v: &str) -> Result<f64, String> {
     }
 }
 
-/// A task's IoU, recall, unsafe %, goal reached %, guided %, the filter's two rates and its blocked
-/// goals, as table cells.
+/// A task's IoU, recall, unsafe %, goal reached %, guided %, the filter's three rates and its
+/// blocked goals, as table cells.
 fn metric_cells(r: &TaskResult) -> String {
     let filtered = r.filter_unsafe_pct.is_finite();
     format!(
-        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} | {}",
+        "{:.3} | {:.3} | {:.2} | {:.1} | {} | {} | {} | {} | {}",
         r.iou,
         r.recall,
         r.unsafe_pct,
@@ -144,6 +148,7 @@ fn metric_cells(r: &TaskResult) -> String {
         or_dash(r.guided_pct, 1),
         or_dash(r.filter_unsafe_pct, 2),
         or_dash(r.filter_goal_pct, 1),
+        or_dash(r.filter_held_pct, 1),
         if filtered {
             r.filter_goal_blocked.to_string()
         } else {
@@ -245,7 +250,7 @@ fn run_task(
     let cfg = derived_settings(task, demos, o);
     let (mut iou, mut recall, mut uns, mut goal, mut guided, mut secs) =
         (vec![], vec![], vec![], vec![], vec![], vec![]);
-    let (mut f_uns, mut f_goal, mut f_blocked) = (vec![], vec![], 0);
+    let (mut f_uns, mut f_goal, mut f_held, mut f_blocked) = (vec![], vec![], vec![], 0);
     let mut failed = 0;
     for seed in 0..seeds {
         let t0 = Instant::now();
@@ -273,6 +278,7 @@ fn run_task(
                     .expect("filter evaluation");
                     f_uns.push(100.0 * f.unsafe_rate);
                     f_goal.push(100.0 * f.goal_reached);
+                    f_held.push(100.0 * f.held_back);
                     f_blocked += usize::from(f.goal_blocked.is_some());
                 }
                 if keep.is_none() {
@@ -298,6 +304,7 @@ fn run_task(
         guided_pct: median(guided),
         filter_unsafe_pct: median(f_uns),
         filter_goal_pct: median(f_goal),
+        filter_held_pct: median(f_held),
         filter_goal_blocked: f_blocked,
         failed,
         all_infeasible_iou: grid_confusion(task, |_| true).all_infeasible_iou(),
@@ -430,22 +437,25 @@ fn main() {
     if !filtered.is_empty() {
         let v = |f: &dyn Fn(&TaskResult) -> f64| filtered.iter().map(|r| f(r)).collect::<Vec<_>>();
         let (u, g) = (v(&|r| r.filter_unsafe_pct), v(&|r| r.filter_goal_pct));
+        let h = v(&|r| r.filter_held_pct);
         println!();
         println!(
             "3-D tasks, the same episodes through the safety filter (a P-controller at up to {NOMINAL_SPEED} m/s, the node's defaults):"
         );
         println!();
         println!(
-            "| class | tasks | filter unsafe % median (worst) | filter goal reached % median (worst) | models whose goal the filter blocks |"
+            "| class | tasks | filter unsafe % median (worst) | filter goal reached % median (worst) | filter held back % median (most) | models whose goal the filter blocks |"
         );
-        println!("|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|");
         println!(
-            "| 3-D | {} | {:.2} ({:.2}) | {:.1} ({:.1}) | {} of {} |",
+            "| 3-D | {} | {:.2} ({:.2}) | {:.1} ({:.1}) | {:.1} ({:.1}) | {} of {} |",
             filtered.len(),
             median(u.clone()),
             u.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
             median(g.clone()),
             g.iter().cloned().fold(f64::INFINITY, f64::min),
+            median(h.clone()),
+            h.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
             filtered
                 .iter()
                 .map(|r| r.filter_goal_blocked)
@@ -457,9 +467,9 @@ fn main() {
     println!("Per task (median over seeds):");
     println!();
     println!(
-        "| task | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing |"
+        "| task | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter held back % | filter goal blocked | learned nothing |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|");
     for r in &results {
         println!("| {} | {} | {} |", r.name, metric_cells(r), r.failed);
     }
@@ -513,9 +523,9 @@ fn renamed(seeds: u64, o: Overrides) {
     );
     println!();
     println!(
-        "| task | d_r | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter goal blocked | learned nothing | s per run median (slowest run) |"
+        "| task | d_r | IoU | recall | unsafe % | goal reached % | guided % | filter unsafe % | filter goal reached % | filter held back % | filter goal blocked | learned nothing | s per run median (slowest run) |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     for (name, csv, class) in [
         (
             "reach_obstacle_3d",
