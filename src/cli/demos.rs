@@ -15,7 +15,7 @@ pub enum DemosCommand {
     /// Make safe, near-optimal expert demonstrations from the task's true constraint (a planner; for
     /// a MuJoCo task, PPO trained on the true constraint, keeping the best 3 of 5 feasible rollouts).
     Generate(GenerateArgs),
-    /// Validate a demonstration file against a task; print counts, goal reaching and true violations.
+    /// Validate a demonstration file against a task; print counts, goal reaching, true violations and steps that jump farther than the action limit allows.
     Check(CheckArgs),
 }
 
@@ -188,6 +188,13 @@ fn check(a: CheckArgs) -> Result<()> {
         r.violating_steps,
         r.violating_demos.len(),
         r.violating_demos
+    );
+    println!(
+        "  jumps            {} steps in {} demonstrations {:?} (farther than {} times the action limit allows in one step)",
+        r.jumping_steps,
+        r.jumping_demos.len(),
+        r.jumping_demos,
+        pucl::demos::JUMP_FACTOR
     );
     Ok(())
 }

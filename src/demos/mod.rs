@@ -167,7 +167,18 @@ pub struct DemoReport {
     pub violating_steps: usize,
     /// Indices of demonstrations with at least one violating row.
     pub violating_demos: Vec<usize>,
+    /// Steps that moved farther than the action limit allows ([`DemoSet::jumps`]).
+    pub jumping_steps: usize,
+    /// Indices of demonstrations with at least one such step.
+    pub jumping_demos: Vec<usize>,
 }
+
+/// A step between consecutive rows of a demonstration counts as a jump beyond this many times the
+/// longest step the action limit allows ([`Task::longest_step`]): a real arm's measured pose
+/// overshoots its command and its messages jitter, but not by that much. A jump is a pose the
+/// applied motion cannot have reached: a second node publishing the pose while recording, a reset,
+/// demonstrations run together under one id, or rows lost.
+pub const JUMP_FACTOR: f64 = 3.0;
 
 impl DemoSet {
     /// Counts, goal reaching and true violations (the true constraint is known for built-in tasks).
@@ -182,6 +193,8 @@ impl DemoSet {
             reached_goal: 0,
             violating_steps: 0,
             violating_demos: Vec::new(),
+            jumping_steps: 0,
+            jumping_demos: Vec::new(),
         };
         for i in 0..self.len() {
             let len = self.demos[i].len(n);
@@ -197,12 +210,44 @@ impl DemoSet {
                 r.violating_demos.push(i);
             }
         }
+        let jumps = self.jumps(task);
+        r.jumping_steps = jumps.len();
+        r.jumping_demos = jumps.iter().map(|j| j.0).collect();
+        r.jumping_demos.dedup();
         let ends = self.end_distances_to_goal(task);
         r.reached_goal = ends
             .iter()
             .filter(|d| d.is_some_and(|d| d < task.spec.goal.tolerance))
             .count();
         r
+    }
+
+    /// (demonstration, row, distance moved) of every row whose position is farther from the previous
+    /// row's than [`JUMP_FACTOR`] times the longest step the action limit allows. Learning takes
+    /// every row as one step of `dt` from the one before. None for a MuJoCo task, whose actions are
+    /// no velocities.
+    pub fn jumps(&self, task: &Task) -> Vec<(usize, usize, f64)> {
+        let limit = JUMP_FACTOR * task.longest_step();
+        if task.mujoco.is_some() || !limit.is_finite() {
+            return Vec::new();
+        }
+        let n = self.state_dim();
+        let mut out = Vec::new();
+        for i in 0..self.len() {
+            for t in 1..self.demos[i].len(n) {
+                let (a, b) = (self.state(i, t - 1), self.state(i, t));
+                let moved = task
+                    .position_idx
+                    .iter()
+                    .map(|&k| (a[k] - b[k]).powi(2))
+                    .sum::<f64>()
+                    .sqrt();
+                if moved > limit {
+                    out.push((i, t, moved));
+                }
+            }
+        }
+        out
     }
 
     /// How far each demonstration ends from the task's goal: the nearer of its last state and the

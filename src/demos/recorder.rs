@@ -1,7 +1,7 @@
 //! Recording demonstrations from a stream of (pose, applied velocity) samples, free of ROS: the
 //! `demo_recorder` node feeds it. Rows follow the reference demonstrations: (s_t, a_t) where a_t is
 //! the action that moved s_t to s_{t+1}; the state reached by the last action is not a row.
-use crate::demos::{DemoSet, Demonstration};
+use crate::demos::{DemoSet, Demonstration, JUMP_FACTOR};
 use crate::task::Task;
 
 /// Automatic segmentation: start when the end effector moves, stop at the goal or when idle.
@@ -38,10 +38,6 @@ impl Jumps {
         })
     }
 }
-
-/// A step counts as a jump beyond this many times the longest step the action limit allows: a real
-/// arm's measured pose overshoots its command and its messages jitter, but not by that much.
-const JUMP_FACTOR: f64 = 3.0;
 
 /// The recorder's state.
 pub struct Recorder {

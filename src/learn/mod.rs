@@ -315,12 +315,47 @@ fn bend_prior_unused(task: &Task, cfg: &LearnConfig) -> Option<String> {
     None
 }
 
+/// What the learner says about the demonstrations before it starts: rows that jump farther than
+/// the action limit allows, and demonstrations that end short of the goal.
+pub fn demonstration_warnings(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
+    let mut warnings = jump_warning(task, demos).into_iter().collect::<Vec<_>>();
+    warnings.extend(short_of_goal_warning(task, demos, cfg));
+    warnings
+}
+
+/// A warning when rows of a demonstration jump farther than the action limit allows in one step:
+/// learning takes every row as one step of `dt`, and a pose from elsewhere (another node publishing
+/// the pose while recording, demonstrations joined under one id) draws a way nobody demonstrated.
+fn jump_warning(task: &Task, demos: &DemoSet) -> Option<String> {
+    let jumps = demos.jumps(task);
+    if jumps.is_empty() {
+        return None;
+    }
+    const LISTED: usize = 5;
+    let listed: Vec<String> = jumps
+        .iter()
+        .take(LISTED)
+        .map(|(i, t, d)| format!("#{i} step {t} moves {d:.3}"))
+        .collect();
+    Some(format!(
+        "{} steps of the demonstrations move farther than {} times the longest step the action \
+         limit allows ({:.4}): {}{} (numbered from 0 in file order). Learning takes each row as one \
+         step from the one before: was a second node publishing the pose while recording, or are \
+         demonstrations run together under one id?",
+        jumps.len(),
+        crate::demos::JUMP_FACTOR,
+        task.longest_step(),
+        listed.join(", "),
+        if jumps.len() > LISTED { ", ..." } else { "" }
+    ))
+}
+
 /// A warning when demonstrations stop short of the goal: learning takes each as a safe and
 /// near-optimal way to the goal, so proposals that carry on to it beat it, and what they pass more
 /// than d_r beyond where it stopped becomes reliable infeasible (free space learned as an obstacle).
 /// Short means farther than the goal tolerance plus d_r, when the constraint reads positions and d_r
 /// is a distance; the tolerance alone otherwise (a velocity constraint's d_r is no distance in space).
-pub fn demonstration_warnings(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
+fn short_of_goal_warning(task: &Task, demos: &DemoSet, cfg: &LearnConfig) -> Vec<String> {
     let tolerance = task.spec.goal.tolerance;
     let slack = match (task.goal_features(), cfg.identify.d_r) {
         (Some(_), Some(d_r)) => d_r,
@@ -1296,6 +1331,43 @@ mod tests {
             said.contains("1 of 29 demonstrations end short of the goal: #0 ends"),
             "{said}"
         );
+    }
+
+    #[test]
+    fn demonstrations_run_together_under_one_id_are_named_as_a_jump_and_the_reference_sets_have_none()
+     {
+        let (task, mut demos, cfg) = builtin("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
+        assert!(demos.jumps(&task).is_empty());
+        let first_len = demos.demos[0].len(demos.state_dim());
+        // Demonstration 1 appended to demonstration 0, as a file that lost the id between them: its
+        // first row is a start, far from the goal where demonstration 0 ended.
+        let second = demos.demos.remove(1);
+        demos.demos[0].states.extend(second.states);
+        demos.demos[0].actions.extend(second.actions);
+        let jumps = demos.jumps(&task);
+        assert_eq!(jumps.len(), 1, "{jumps:?}");
+        let (i, t, moved) = jumps[0];
+        assert_eq!((i, t), (0, first_len));
+        assert!(moved > 3.0 * task.longest_step(), "{moved}");
+        let said = demonstration_warnings(&task, &demos, &cfg).join("\n");
+        assert!(
+            said.contains("1 steps of the demonstrations move farther than 3 times")
+                && said.contains(&format!("#0 step {first_len} moves {moved:.3}"))
+                && said.contains("run together under one id"),
+            "{said}"
+        );
+        let r = demos.report(&task);
+        assert_eq!((r.jumping_steps, r.jumping_demos), (1, vec![0]));
+        // The other reference sets of the built-in position tasks have no jump either.
+        for (name, file) in [
+            ("point_ellipse_2d", "point_ellipse_2d.csv"),
+            ("reach_four_cups_3d", "reach_four_cups_3d_ds.csv"),
+            ("reach_velocity_3d", "reach_velocity_3d.csv"),
+            ("reach_obstacle_3d", "reach_obstacle_3d_rl.csv"),
+        ] {
+            let (task, demos, _) = builtin(name, file);
+            assert!(demos.jumps(&task).is_empty(), "{name}");
+        }
     }
 
     #[test]
