@@ -175,10 +175,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     out.and_then(|n| s().map(|m| format!("demonstration of {n} steps; {m}")));
                 // A pose or twist lost in transport costs its sample: say so rather than stay silent.
                 let lost = pairs.borrow().dropped() - dropped_before.get();
-                let lost = (lost > 0).then(|| lost_warning(lost));
-                // So is a pose the applied motion cannot have reached (a second pose publisher).
-                let jumped = r.borrow().jumps().warning();
-                for warning in lost.into_iter().chain(jumped) {
+                for warning in end_warnings(lost, r.borrow().jumps()) {
                     r2r::log_warn!(&logger, "{warning}");
                     out = out.map(|m| format!("{m}; warning: {warning}"));
                 }
@@ -212,10 +209,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if let Some(n) = ended {
                     r2r::log_info!(&logger, "demonstration of {n} steps ended (goal or idle)");
                     let lost = pairs.borrow().dropped() - dropped_before.get();
-                    if lost > 0 {
-                        r2r::log_warn!(&logger, "{}", lost_warning(lost));
-                    }
-                    if let Some(warning) = r.borrow().jumps().warning() {
+                    for warning in end_warnings(lost, r.borrow().jumps()) {
                         r2r::log_warn!(&logger, "{warning}");
                     }
                     let _ = save();
@@ -322,7 +316,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Shutting down (SIGINT/SIGTERM): keep a demonstration in progress and write everything.
     if recorder.borrow().is_recording() {
         let _ = recorder.borrow_mut().stop();
-        if let Some(warning) = recorder.borrow().jumps().warning() {
+        for warning in end_warnings(0, recorder.borrow().jumps()) {
             r2r::log_warn!(&logger, "{warning}");
         }
     }
@@ -337,7 +331,12 @@ fn seconds(t: &r2r::builtin_interfaces::msg::Time) -> f64 {
     f64::from(t.sec) + f64::from(t.nanosec) * 1e-9
 }
 
-/// What a demonstration lost in transport: a pose or twist without its partner costs its sample.
-fn lost_warning(lost: usize) -> String {
-    format!("{lost} pose or twist messages arrived without their partner and were dropped")
+/// What is wrong with a demonstration that just ended: `lost` pose or twist messages dropped
+/// without their partner (each costs its sample), and poses the applied motion cannot have reached
+/// (a second pose publisher).
+fn end_warnings(lost: usize, jumps: &pucl::demos::recorder::Jumps) -> Vec<String> {
+    let lost = (lost > 0).then(|| {
+        format!("{lost} pose or twist messages arrived without their partner and were dropped")
+    });
+    lost.into_iter().chain(jumps.warning()).collect()
 }

@@ -235,13 +235,7 @@ impl DemoSet {
         let mut out = Vec::new();
         for i in 0..self.len() {
             for t in 1..self.demos[i].len(n) {
-                let (a, b) = (self.state(i, t - 1), self.state(i, t));
-                let moved = task
-                    .position_idx
-                    .iter()
-                    .map(|&k| (a[k] - b[k]).powi(2))
-                    .sum::<f64>()
-                    .sqrt();
+                let moved = task.position_distance(self.state(i, t - 1), self.state(i, t));
                 if moved > limit {
                     out.push((i, t, moved));
                 }

@@ -147,6 +147,11 @@ impl Recorder {
         let scale = self.task.spec.dynamics.velocity_scale;
         let action: Vec<f64> = velocity.iter().map(|v| v / scale).collect();
         let speed = velocity.iter().map(|v| v * v).sum::<f64>().sqrt();
+        // The new state: position, and for tasks that carry it, the applied action as velocity state.
+        let mut state = self.task.start_state(position);
+        for (k, &i) in self.task.velocity_idx.iter().enumerate() {
+            state[i] = action[k];
+        }
         let mut ended = None;
         if let Some(a) = &self.auto {
             if speed > a.motion_threshold {
@@ -161,14 +166,7 @@ impl Recorder {
         if let (Some(d), Some(prev)) = (self.recording.as_mut(), self.previous.as_ref())
             && (speed > 0.0 || !d.states.is_empty())
         {
-            let moved = self
-                .task
-                .position_of(prev)
-                .iter()
-                .zip(position)
-                .map(|(a, b)| (a - b).powi(2))
-                .sum::<f64>()
-                .sqrt();
+            let moved = self.task.position_distance(prev, &state);
             // Kept (nothing recorded is dropped), but counted: the user is told at the end.
             let j = &mut self.jumps;
             if moved > JUMP_FACTOR * j.limit {
@@ -179,11 +177,6 @@ impl Recorder {
             }
             d.states.extend_from_slice(prev);
             d.actions.extend_from_slice(&action);
-        }
-        // The new state: position, and for tasks that carry it, the applied action as velocity state.
-        let mut state = self.task.start_state(position);
-        for (k, &i) in self.task.velocity_idx.iter().enumerate() {
-            state[i] = action[k];
         }
         let at_goal = {
             let d: f64 = position

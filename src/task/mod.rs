@@ -239,6 +239,15 @@ impl Task {
         widest * self.spec.dynamics.velocity_scale * self.spec.dynamics.dt
     }
 
+    /// The distance between the positions of two states.
+    pub fn position_distance(&self, a: &[f64], b: &[f64]) -> f64 {
+        self.position_idx
+            .iter()
+            .map(|&k| (a[k] - b[k]).powi(2))
+            .sum::<f64>()
+            .sqrt()
+    }
+
     /// Metres per position unit: from the `units` of the position components (m, cm or mm, the same
     /// for all), 1 when none gives one (ROS's metres, REP 103). An error names a unit it cannot read.
     pub fn metres_per_position_unit(&self) -> std::result::Result<f64, String> {

@@ -41,6 +41,17 @@ class Graph:
     def start_recording(self):
         return start_recording(self.node, self.start)
 
+    def record_expert_run(self, start):
+        """Reset the arm to `start`, record the simulator's expert from there; the stop's response."""
+        assert call(self.node, self.reset, Reset.Request(position=start)).success
+        r = self.start_recording()
+        assert r.success, r.message
+        r = call(self.node, self.expert, RunExpert.Request(), timeout=30)
+        assert r.success, r.message
+        r = call(self.node, self.stop, Trigger.Request())
+        assert r.success, r.message
+        return r
+
 
 def start_recording(node, client, timeout=10.0):
     """Start a demonstration once the recorder has a pose: a test node seeing the simulator says
@@ -80,13 +91,7 @@ def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_pub
     out, bag = tmp_path / "demos.csv", tmp_path / "demos.mcap"
     g = Graph(start_node, out, bag)
     for start in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
-        assert call(g.node, g.reset, Reset.Request(position=start)).success
-        r = g.start_recording()
-        assert r.success, r.message
-        r = call(g.node, g.expert, RunExpert.Request(), timeout=30)
-        assert r.success, r.message
-        r = call(g.node, g.stop, Trigger.Request())
-        assert r.success, r.message
+        g.record_expert_run(start)
     rows = read_rows(out)
     assert {r["demo"] for r in rows} == {"0", "1"}
     assert_the_experts_demonstrations(rows, tmp_path)
@@ -243,14 +248,8 @@ def test_a_second_simulator_publishing_the_pose_is_kept_but_reported_at_the_stop
     orphan_reset = g.node.create_client(Reset, "/kinematic_sim_orphan/reset")
     assert orphan_reset.wait_for_service(timeout_sec=20)
     assert call(g.node, orphan_reset, Reset.Request(position=[0.6, 0.1, 0.1])).success
-    assert call(g.node, g.reset, Reset.Request(position=[0.35, -0.09, 0.05])).success
     assert wait_for(g.node, lambda: any(abs(m.pose.position.x - 0.6) < 1e-9 for m in g.poses.values()), 10)
-    r = g.start_recording()
-    assert r.success, r.message
-    r = call(g.node, g.expert, RunExpert.Request(), timeout=30)
-    assert r.success, r.message
-    r = call(g.node, g.stop, Trigger.Request())
-    assert r.success, r.message
+    r = g.record_expert_run([0.35, -0.09, 0.05])
     assert "farther than the action limit allows" in r.message and "second node publishing the pose" in r.message, r.message
     rows = read_rows(out)
     xs = [float(row["x"]) for row in rows]
