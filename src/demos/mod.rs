@@ -39,6 +39,20 @@ impl Demonstration {
     pub fn len(&self, state_dim: usize) -> usize {
         self.states.len() / state_dim
     }
+
+    /// (row, distance moved) of every row of this demonstration of `task` that jumps: see
+    /// [`DemoSet::jumps`].
+    pub fn jumps(&self, task: &Task) -> Vec<(usize, f64)> {
+        let limit = JUMP_FACTOR * task.longest_step();
+        if task.mujoco.is_some() || !limit.is_finite() {
+            return Vec::new();
+        }
+        let rows: Vec<&[f64]> = self.states.chunks_exact(task.state_dim()).collect();
+        (1..rows.len())
+            .map(|t| (t, task.position_distance(rows[t - 1], rows[t])))
+            .filter(|&(_, moved)| moved > limit)
+            .collect()
+    }
 }
 
 impl DemoSet {
@@ -227,21 +241,11 @@ impl DemoSet {
     /// every row as one step of `dt` from the one before. None for a MuJoCo task, whose actions are
     /// no velocities.
     pub fn jumps(&self, task: &Task) -> Vec<(usize, usize, f64)> {
-        let limit = JUMP_FACTOR * task.longest_step();
-        if task.mujoco.is_some() || !limit.is_finite() {
-            return Vec::new();
-        }
-        let n = self.state_dim();
-        let mut out = Vec::new();
-        for i in 0..self.len() {
-            for t in 1..self.demos[i].len(n) {
-                let moved = task.position_distance(self.state(i, t - 1), self.state(i, t));
-                if moved > limit {
-                    out.push((i, t, moved));
-                }
-            }
-        }
-        out
+        self.demos
+            .iter()
+            .enumerate()
+            .flat_map(|(i, d)| d.jumps(task).into_iter().map(move |(t, m)| (i, t, m)))
+            .collect()
     }
 
     /// How far each demonstration ends from the task's goal: the nearer of its last state and the

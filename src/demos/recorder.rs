@@ -1,7 +1,7 @@
 //! Recording demonstrations from a stream of (pose, applied velocity) samples, free of ROS: the
 //! `demo_recorder` node feeds it. Rows follow the reference demonstrations: (s_t, a_t) where a_t is
 //! the action that moved s_t to s_{t+1}; the state reached by the last action is not a row.
-use crate::demos::{DemoSet, Demonstration, JUMP_FACTOR};
+use crate::demos::{DemoSet, Demonstration};
 use crate::task::Task;
 
 /// Automatic segmentation: start when the end effector moves, stop at the goal or when idle.
@@ -13,8 +13,9 @@ pub struct AutoSegment {
     pub idle_timeout: f64,
 }
 
-/// Steps of a demonstration that moved farther than the action limit allows: the pose did not come
-/// from the applied motion (a second node publishing the pose, a reset, lost messages).
+/// Rows of a recorded demonstration that moved farther than the action limit allows
+/// ([`Demonstration::jumps`]): the pose did not come from the applied motion (a second node
+/// publishing the pose, a reset, lost messages).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Jumps {
     pub count: usize,
@@ -105,10 +106,7 @@ impl Recorder {
             actions: Vec::new(),
             episode_return: None,
         });
-        self.jumps = Jumps {
-            limit: self.task.longest_step(),
-            ..Jumps::default()
-        };
+        self.jumps = Jumps::default();
         Ok(())
     }
 
@@ -129,6 +127,18 @@ impl Recorder {
         if n == 0 {
             return Err("the recording has no steps (no motion was received)".into());
         }
+        // Of the rows kept: rest dropped above is no part of the demonstration, nor its jumps.
+        let jumps = d.jumps(&self.task);
+        let (at_step, largest) = jumps
+            .iter()
+            .cloned()
+            .fold((0, 0.0), |best, j| if j.1 > best.1 { j } else { best });
+        self.jumps = Jumps {
+            count: jumps.len(),
+            largest,
+            at_step,
+            limit: self.task.longest_step(),
+        };
         self.demos.demos.push(d);
         Ok(n)
     }
@@ -166,15 +176,6 @@ impl Recorder {
         if let (Some(d), Some(prev)) = (self.recording.as_mut(), self.previous.as_ref())
             && (speed > 0.0 || !d.states.is_empty())
         {
-            let moved = self.task.position_distance(prev, &state);
-            // Kept (nothing recorded is dropped), but counted: the user is told at the end.
-            let j = &mut self.jumps;
-            if moved > JUMP_FACTOR * j.limit {
-                if moved > j.largest {
-                    (j.largest, j.at_step) = (moved, d.len(self.task.state_dim()));
-                }
-                j.count += 1;
-            }
             d.states.extend_from_slice(prev);
             d.actions.extend_from_slice(&action);
         }
@@ -270,18 +271,28 @@ mod tests {
         r.sample(0.0, &[0.35, -0.09, 0.05], &[0.0; 3]);
         r.start().unwrap();
         r.sample(0.1, &[0.354, -0.09, 0.05], &[0.24, 0.0, 0.0]);
-        assert_eq!(r.jumps().warning(), None, "a step the limit allows");
         // Another simulator's arm, elsewhere, interleaved with this one.
         r.sample(0.15, &[0.60, 0.0, 0.04], &[0.24, 0.0, 0.0]);
         r.sample(0.2, &[0.358, -0.09, 0.05], &[0.24, 0.0, 0.0]);
+        // At rest at the end, the other arm's poses still interleave: rest the stop drops, with the
+        // jumps in it.
+        r.sample(0.25, &[0.60, 0.0, 0.04], &[0.0; 3]);
+        r.sample(0.3, &[0.358, -0.09, 0.05], &[0.0; 3]);
+        r.sample(0.35, &[0.60, 0.0, 0.04], &[0.0; 3]);
         assert_eq!(r.stop().unwrap(), 3, "nothing recorded is dropped");
-        let j = r.jumps();
-        assert_eq!((j.count, j.at_step), (2, 1));
-        assert!((j.limit - limit).abs() < 1e-12 && j.largest > 3.0 * limit);
+        // Rows 0.35, 0.354 (a step the limit allows) and 0.60 (the orphan's pose): one jump.
+        let j = r.jumps().clone();
+        assert_eq!((j.count, j.at_step), (1, 2));
+        assert!((j.limit - limit).abs() < 1e-12 && (j.largest - 0.2622).abs() < 1e-4);
         let w = j.warning().unwrap();
         assert!(
-            w.contains("2 steps") && w.contains("second node publishing the pose"),
+            w.contains("1 steps") && w.contains("second node publishing the pose"),
             "{w}"
+        );
+        assert_eq!(
+            r.demos.jumps(r.task()),
+            vec![(0, 2, j.largest)],
+            "as a file check finds"
         );
         // The next demonstration starts with none.
         r.start().unwrap();
