@@ -313,10 +313,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     ros::spin(node, tasks);
-    // Shutting down (SIGINT/SIGTERM): keep a demonstration in progress and write everything.
+    // Shutting down (SIGINT/SIGTERM): keep a demonstration in progress and write everything, with
+    // the same warnings a stop gives.
     if recorder.borrow().is_recording() {
         let _ = recorder.borrow_mut().stop();
-        for warning in end_warnings(0, recorder.borrow().jumps()) {
+        let lost = pairs.borrow().dropped() - dropped_before.get();
+        for warning in end_warnings(lost, recorder.borrow().jumps()) {
             r2r::log_warn!(&logger, "{warning}");
         }
     }

@@ -153,7 +153,7 @@ def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_pub
     assert not missing, f"{len(missing)} of {len(rows)} CSV states not in the bag, e.g. {missing[:2]}; {len(in_bag)} poses"
 
 
-def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording(start_node, tmp_path):
+def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording_and_reports_dropped_messages(start_node, tmp_path):
     out = tmp_path / "demos.csv"
     g = Graph(start_node, out)
     r = call(g.node, g.stop, Trigger.Request())
@@ -166,8 +166,17 @@ def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording(start_
     # About a second of samples: the recorder may lag this node by a few messages on a loaded
     # machine, so the bound below leaves it most of them.
     assert wait_for(g.node, lambda: len(g.poses) > n + 60, 15)
+    # A pose whose twist never comes (stamp 0, before everything): the pairing drops it, and the
+    # shutdown that ends the demonstration says so, as a stop would.
+    stray = g.node.create_publisher(PoseStamped, "/ee_pose", 10)
+    assert wait_for(g.node, lambda: stray.get_subscription_count() >= 2, 10)
+    stray.publish(PoseStamped())
+    m = len(g.poses)
+    assert wait_for(g.node, lambda: len(g.poses) > m + 10, 15)
     g.recorder.stop()  # SIGINT in the middle of the demonstration
     assert g.recorder.proc.returncode == 0
+    log = (tmp_path / "demo_recorder.log").read_text()
+    assert "1 pose or twist messages arrived without their partner and were dropped" in log, log
     rows = read_rows(out)
     assert len(rows) >= 15 and {r["demo"] for r in rows} == {"0"}
     key = lambda xyz: tuple(round(v, 15) for v in xyz)  # noqa: E731
