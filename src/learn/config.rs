@@ -159,7 +159,8 @@ pub struct LearnConfig {
     /// DSM, position constraints: a second proposal from every start whose first one went round
     /// something (strayed d_r from the straight line to the goal), leaning the other way until it
     /// is level with the first one's farthest point, so that the far side of what the
-    /// demonstrations went round is probed too. It counts only as a shortcut (`suffix_shortcut`).
+    /// demonstrations went round is probed too; only its states up to there are labelled. It counts
+    /// only as a shortcut (`suffix_shortcut`).
     /// Absent from model files written before it existed: off.
     #[serde(default)]
     pub both_ways: bool,

@@ -916,9 +916,13 @@ fn roll_out(
             } else {
                 0.0
             };
+            let mut points = feature_points(task, &traj);
+            points
+                .data
+                .truncate(policy.probing_states(&traj) * points.dim);
             out.push(Rollout {
                 start: i,
-                points: feature_points(task, &traj),
+                points,
                 episode_return: traj.episode_return,
                 way,
                 max_way,

@@ -72,6 +72,11 @@ pub trait Proposer {
     fn must_shortcut(&self, _k: usize) -> bool {
         false
     }
+    /// How many leading states of the proposal just made (`traj`) count as unlabeled data for
+    /// identification; the whole proposal still counts for the policy filter.
+    fn probing_states(&self, traj: &Trajectory) -> usize {
+        traj.len()
+    }
     /// Whether Algorithm 1 may stop once the memory buffer stops growing; a policy still learning to
     /// beat the demonstrations (CRL) may not yet propose anything new.
     fn may_stop_early(&self) -> bool {
