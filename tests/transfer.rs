@@ -307,7 +307,8 @@ fn transfer_table_over_ten_seeds_with_and_without_hulls() {
 /// with 10 seeds, with the task's settings and with those derived from the data, each without and
 /// with proposals from 4 states along every demonstration, 40 shifted runs per model, the default
 /// filter. About 5 minutes:
-/// `cargo test --release --test transfer four_cups_over_ten -- --ignored --nocapture`.
+/// `cargo test --release --test transfer four_cups_over_ten -- --ignored --nocapture`; with
+/// `PUCL_ONLY_ROW=derived:4:false` (settings:suffix_starts:both_ways) one group of rows alone.
 #[test]
 #[ignore = "a measurement: prints the per-set transfer table of docs/RESULTS.md"]
 fn four_cups_over_ten_learning_seeds_per_demonstration_set() {
@@ -319,6 +320,14 @@ fn four_cups_over_ten_learning_seeds_per_demonstration_set() {
     for derived in [false, true] {
         for (suffix_starts, both_ways) in [(0, false), (4, false), (0, true), (4, true)] {
             if std::env::var("PUCL_ONLY_BOTH_WAYS").is_ok() && !both_ways {
+                continue;
+            }
+            // PUCL_ONLY_ROW=derived:4:false (or file:0:true): that group of rows alone.
+            let row = format!(
+                "{}:{suffix_starts}:{both_ways}",
+                if derived { "derived" } else { "file" }
+            );
+            if std::env::var("PUCL_ONLY_ROW").is_ok_and(|only| only != row) {
                 continue;
             }
             let settings = Settings {
