@@ -1046,6 +1046,16 @@ impl Detour {
             side: side?,
         })
     }
+
+    /// How far `position` (its coordinates in order) has come along the straight line from `from`:
+    /// the lean holds while this is below `until`.
+    pub fn progress(&self, position: impl IntoIterator<Item = f64>) -> f64 {
+        position
+            .into_iter()
+            .zip(self.from.iter().zip(&self.along))
+            .map(|(p, (f, a))| (p - f) * a)
+            .sum()
+    }
 }
 
 impl<'a> DsmPolicy<'a> {
@@ -1154,17 +1164,14 @@ impl Policy for DsmPolicy<'_> {
                 }
             }
         }
-        if let Some(d) = &self.detour {
-            let s: f64 = (0..d.from.len())
-                .map(|k| (self.pos[k] - d.from[k]) * d.along[k])
-                .sum();
-            if s < d.until {
-                let speed = crate::geometry::norm(action);
-                action
-                    .iter_mut()
-                    .zip(&d.side)
-                    .for_each(|(a, c)| *a += speed * c);
-            }
+        if let Some(d) = &self.detour
+            && d.progress(self.pos.iter().copied()) < d.until
+        {
+            let speed = crate::geometry::norm(action);
+            action
+                .iter_mut()
+                .zip(&d.side)
+                .for_each(|(a, c)| *a += speed * c);
         }
         // Regions the dynamics block are known geometry: the nominal DS goes around them.
         for b in &self.task.blocking {

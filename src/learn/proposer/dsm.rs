@@ -63,16 +63,10 @@ impl Proposer for DsmProposer {
         let Some(d) = &self.leaning else {
             return traj.len();
         };
-        let idx = &self.position_idx;
         (0..traj.len())
             .find(|&t| {
                 let p = traj.state(t);
-                let s: f64 = idx
-                    .iter()
-                    .zip(d.from.iter().zip(&d.along))
-                    .map(|(&i, (f, a))| (p[i] - f) * a)
-                    .sum();
-                s > d.until
+                d.progress(self.position_idx.iter().map(|&i| p[i])) > d.until
             })
             .unwrap_or(traj.len())
     }
