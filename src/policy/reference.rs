@@ -256,11 +256,13 @@ impl ReferencePoints {
         } else {
             u.iter().map(|c| -c).collect()
         };
+        let incidence = -u.iter().zip(&normal).map(|(a, b)| a * b).sum::<f64>();
         Some(Star {
             reference: r,
             ratio: dist / radius,
             radius,
             normal,
+            incidence,
         })
     }
 
@@ -584,11 +586,14 @@ impl Hull {
         let grad: [f64; 3] =
             std::array::from_fn(|i| er[i] - dr_da / rho * ea[i] - dr_dt * self.axis[i]);
         let gn = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
+        // The ray from the reference (on the axis at x's level) runs along e_rho.
+        let incidence = (0..3).map(|i| er[i] * grad[i]).sum::<f64>() / gn;
         Some(Star {
             reference: (0..3).map(|i| self.origin[i] + t * self.axis[i]).collect(),
             ratio: rho / radius,
             radius,
             normal: grad.iter().map(|c| -c / gn).collect(),
+            incidence,
         })
     }
 }
