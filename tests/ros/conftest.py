@@ -123,6 +123,25 @@ def call(node, client, request, timeout=10.0):
     return future.result()
 
 
+def call_answered(node, client, request, timeout=10.0, attempt=2.0):
+    """`call`, asking again when no answer comes within `attempt` s; for requests that are safe to
+    repeat. Fast DDS drops a service's response when the client's response reader has not matched
+    within 100 ms (ros2/rmw_fastrtps#390): on a busy machine the first call after wait_for_service can
+    go unanswered. Returns (response, whether an earlier attempt went unanswered)."""
+    import rclpy
+
+    end = time.monotonic() + timeout
+    lost = False
+    while True:
+        future = client.call_async(request)
+        rclpy.spin_until_future_complete(node, future, timeout_sec=min(attempt, max(end - time.monotonic(), 0.0)))
+        if future.done():
+            return future.result(), lost
+        client.remove_pending_request(future)
+        assert time.monotonic() < end, "no response"
+        lost = True
+
+
 def wait_for(node, predicate, timeout=10.0):
     """Spin until predicate() is true (discovery, messages): no fixed sleeps."""
     import rclpy
