@@ -146,13 +146,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let tasks = LocalSet::new();
     // `ros2 param list/get/dump` answer; every parameter is read at start.
     let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
-    let m = model.clone();
+    let logger = node.logger().to_string();
+    let (m, log) = (model.clone(), logger.clone());
     tasks.spawn_local(async move {
         while let Some(mut req) = queries.next().await {
             let current = m.borrow().clone();
             if req.message.states.len() <= INLINE_VALUES {
                 let r = answer(current.as_deref(), &req.message.states);
-                let _ = req.respond(r);
+                ros::respond(req, r, &log);
                 continue;
             }
             // A large batch is answered on its own thread, by the model current when it arrived,
@@ -163,13 +164,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     "states has {} values, more than max_states_per_request ({max_states}) states: split the request",
                     req.message.states.len()
                 );
-                let _ = req.respond(QueryFeasibility::Response {
+                ros::respond(req, QueryFeasibility::Response {
                     error,
                     ..Default::default()
-                });
+                }, &log);
                 continue;
             }
             let states = std::mem::take(&mut req.message.states);
+            let log = log.clone();
             tokio::task::spawn_local(async move {
                 let r = ros::off_thread(move || answer(current.as_deref(), &states))
                     .await
@@ -178,11 +180,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         ..Default::default()
                     });
                 // Sent from this thread: the service is locked while a response is sent.
-                let _ = req.respond(r);
+                ros::respond(req, r, &log);
             });
         }
     });
-    let logger = node.logger().to_string();
     ros::spawn_model_reloading(
         &tasks,
         reloads,

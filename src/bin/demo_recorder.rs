@@ -179,10 +179,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     r2r::log_warn!(&logger, "{warning}");
                     out = out.map(|m| format!("{m}; warning: {warning}"));
                 }
-                let _ = req.respond(Trigger::Response {
-                    success: out.is_ok(),
-                    message: out.unwrap_or_else(|e| e),
-                });
+                ros::respond(
+                    req,
+                    Trigger::Response {
+                        success: out.is_ok(),
+                        message: out.unwrap_or_else(|e| e),
+                    },
+                    &logger,
+                );
             }
         }
     };
@@ -270,7 +274,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let mut starts = node.create_service::<Trigger::Service>("~/start", QosProfile::default())?;
-    let (r, p, d) = (recorder.clone(), pairs.clone(), dropped_before.clone());
+    let (r, p, d, log) = (
+        recorder.clone(),
+        pairs.clone(),
+        dropped_before.clone(),
+        logger.clone(),
+    );
     let topics = format!("waiting for a pose on {pose_topic} paired with a twist on {twist_topic}");
     tasks.spawn_local(async move {
         while let Some(req) = starts.next().await {
@@ -283,24 +292,32 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     format!("{e} ({topics})")
                 }
             });
-            let _ = req.respond(Trigger::Response {
-                success: out.is_ok(),
-                message: out.map(|_| "recording".to_string()).unwrap_or_else(|e| e),
-            });
+            ros::respond(
+                req,
+                Trigger::Response {
+                    success: out.is_ok(),
+                    message: out.map(|_| "recording".to_string()).unwrap_or_else(|e| e),
+                },
+                &log,
+            );
         }
     });
     let mut stops = node.create_service::<Trigger::Service>("~/stop", QosProfile::default())?;
-    let (r, st) = (recorder.clone(), stopping.clone());
+    let (r, st, log) = (recorder.clone(), stopping.clone(), logger.clone());
     tasks.spawn_local(async move {
         while let Some(req) = stops.next().await {
             if r.borrow().is_recording() {
                 st.borrow_mut()
                     .push((req, seconds(&ros::stamp()), ros::mono_now()));
             } else {
-                let _ = req.respond(Trigger::Response {
-                    success: false,
-                    message: "not recording: nothing to stop".into(),
-                });
+                ros::respond(
+                    req,
+                    Trigger::Response {
+                        success: false,
+                        message: "not recording: nothing to stop".into(),
+                    },
+                    &log,
+                );
             }
         }
     });

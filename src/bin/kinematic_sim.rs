@@ -159,11 +159,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     let mut resets = node.create_service::<Reset::Service>("~/reset", QosProfile::default())?;
-    let (s, c, e, publ) = (
+    let logger = node.logger().to_string();
+    let (s, c, e, publ, log) = (
         sim.clone(),
         command.clone(),
         expert_run.clone(),
         publish.clone(),
+        logger.clone(),
     );
     tasks.spawn_local(async move {
         while let Some(req) = resets.next().await {
@@ -179,29 +181,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 publ(&sim.position(), &[0.0; 3]);
                 *c.borrow_mut() = None;
                 if let Some(run) = e.borrow_mut().take() {
-                    let _ = run.request.respond(RunExpert::Response {
-                        success: false,
-                        message: "interrupted by a reset".into(),
-                    });
+                    ros::respond(
+                        run.request,
+                        RunExpert::Response {
+                            success: false,
+                            message: "interrupted by a reset".into(),
+                        },
+                        &log,
+                    );
                 }
             }
             let (success, message) = match r {
                 Ok(()) => (true, format!("at {start:?}")),
                 Err(m) => (false, m),
             };
-            let _ = req.respond(Reset::Response { success, message });
+            ros::respond(req, Reset::Response { success, message }, &log);
         }
     });
     let mut expert_requests =
         node.create_service::<RunExpert::Service>("~/run_expert", QosProfile::default())?;
-    let (s, e) = (sim.clone(), expert_run.clone());
+    let (s, e, log2) = (sim.clone(), expert_run.clone(), logger.clone());
     tasks.spawn_local(async move {
         while let Some(req) = expert_requests.next().await {
             if e.borrow().is_some() {
-                let _ = req.respond(RunExpert::Response {
-                    success: false,
-                    message: "the expert is already driving".into(),
-                });
+                ros::respond(
+                    req,
+                    RunExpert::Response {
+                        success: false,
+                        message: "the expert is already driving".into(),
+                    },
+                    &log2,
+                );
                 continue;
             }
             match expert.policy(&s.borrow().position()) {
@@ -213,10 +223,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     })
                 }
                 Err(m) => {
-                    let _ = req.respond(RunExpert::Response {
-                        success: false,
-                        message: format!("no expert path: {m}"),
-                    });
+                    ros::respond(
+                        req,
+                        RunExpert::Response {
+                            success: false,
+                            message: format!("no expert path: {m}"),
+                        },
+                        &log2,
+                    );
                 }
             }
         }
@@ -251,10 +265,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 } else {
                     "the horizon passed before the goal".to_string()
                 };
-                let _ = r.request.respond(RunExpert::Response {
-                    success: reached,
-                    message,
-                });
+                ros::respond(
+                    r.request,
+                    RunExpert::Response {
+                        success: reached,
+                        message,
+                    },
+                    &logger,
+                );
             }
         }
     });

@@ -431,7 +431,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let mut enables = node.create_service::<SetBool::Service>("~/enable", QosProfile::default())?;
-    let f = filter.clone();
+    let (f, log) = (filter.clone(), logger.clone());
     tasks.spawn_local(async move {
         while let Some(req) = enables.next().await {
             f.borrow_mut().set_enabled(req.message.data);
@@ -440,10 +440,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             } else {
                 "pass-through"
             };
-            let _ = req.respond(SetBool::Response {
-                success: true,
-                message: message.into(),
-            });
+            ros::respond(
+                req,
+                SetBool::Response {
+                    success: true,
+                    message: message.into(),
+                },
+                &log,
+            );
         }
     });
     let reloads = node.create_service::<Trigger::Service>("~/reload", QosProfile::default())?;

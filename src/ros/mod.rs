@@ -321,6 +321,18 @@ pub fn spawn_model_reloading(
     ));
 }
 
+/// Send `response` to the client of `req`. A response rcl refuses (the service gone, the middleware
+/// failing) is logged as a warning: otherwise the client waits out its timeout and nothing on this
+/// side says why.
+pub fn respond<T>(req: r2r::ServiceRequest<T>, response: T::Response, logger: &str)
+where
+    T: 'static + r2r::WrappedServiceTypeSupport,
+{
+    if let Err(e) = req.respond(response) {
+        r2r::log_warn!(logger, "response not sent: {e}");
+    }
+}
+
 /// Answer `~/reload` (std_srvs/Trigger) with `reload`: success and its message, or the failure, which
 /// is also logged (the previous model stays).
 pub async fn serve_reload(
@@ -335,10 +347,14 @@ pub async fn serve_reload(
         if let Err(e) = &out {
             r2r::log_error!(&logger, "model not reloaded: {e}");
         }
-        let _ = req.respond(r2r::std_srvs::srv::Trigger::Response {
-            success: out.is_ok(),
-            message: out.unwrap_or_else(|e| e),
-        });
+        respond(
+            req,
+            r2r::std_srvs::srv::Trigger::Response {
+                success: out.is_ok(),
+                message: out.unwrap_or_else(|e| e),
+            },
+            &logger,
+        );
     }
 }
 
