@@ -142,6 +142,12 @@ def call_answered(node, client, request, timeout=10.0, attempt=2.0):
         lost = True
 
 
+def call_repeatable(node, client, request, timeout=10.0):
+    """The response to a request that is safe to repeat (a query, a reset to a given pose, a reload),
+    asked again if an answer is lost (`call_answered`)."""
+    return call_answered(node, client, request, timeout)[0]
+
+
 def wait_for(node, predicate, timeout=10.0):
     """Spin until predicate() is true (discovery, messages): no fixed sleeps."""
     import rclpy

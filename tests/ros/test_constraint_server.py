@@ -12,7 +12,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile
 from std_srvs.srv import Trigger
 from visualization_msgs.msg import MarkerArray
 
-from conftest import call, query_cli, wait_for
+from conftest import call, call_repeatable, query_cli, wait_for
 
 
 def server(start_node, model, tmp_path, depth=10):
@@ -37,7 +37,7 @@ def states(n, seed=0):
 def test_batch_answers_equal_pucl_query(start_node, models, tmp_path):
     node, client, _ = server(start_node, models[0], tmp_path)
     xs = states(40)
-    r = call(node, client, QueryFeasibility.Request(states=xs))
+    r = call_repeatable(node, client, QueryFeasibility.Request(states=xs))
     assert r.error == ""
     cli = query_cli(models[0], xs)
     assert list(r.feasible) == cli["feasible"]
@@ -50,7 +50,7 @@ def test_batch_answers_equal_pucl_query(start_node, models, tmp_path):
 
 def test_malformed_request_gets_an_error_and_the_node_keeps_serving(start_node, models, tmp_path):
     node, client, _ = server(start_node, models[0], tmp_path)
-    r = call(node, client, QueryFeasibility.Request(states=[0.5, 0.0, 0.05, 0.1]))
+    r = call_repeatable(node, client, QueryFeasibility.Request(states=[0.5, 0.0, 0.05, 0.1]))
     assert "multiple" in r.error and len(r.zeta) == 0
     r = call(node, client, QueryFeasibility.Request(states=[0.5, float("nan"), 0.05]))
     assert "finite" in r.error
@@ -117,7 +117,7 @@ def test_reload_under_1khz_queries_loses_none_and_never_mixes_models(start_node,
 def test_a_replacement_with_the_same_size_and_time_is_noticed(start_node, models, tmp_path):
     node, client, path = server(start_node, models[0], tmp_path)
     x = [0.52, 0.035, 0.05]
-    before = call(node, client, QueryFeasibility.Request(states=x)).zeta[0]
+    before = call_repeatable(node, client, QueryFeasibility.Request(states=x)).zeta[0]
     # Another model of exactly the same size, given the old file's modification time (as `cp -p`
     # or `rsync -t` leave it): the first decimal of the network's last parameter (the output bias)
     # changed.
@@ -162,7 +162,7 @@ def test_a_large_request_does_not_make_a_small_client_wait_and_a_huge_one_is_ref
     node, client, path = server(start_node, models[0], tmp_path)
     x = [0.52, 0.035, 0.05]
     expected = query_cli(models[0], x)["zeta"][0]
-    call(node, client, QueryFeasibility.Request(states=x))
+    call_repeatable(node, client, QueryFeasibility.Request(states=x))
     # A million states is above max_states_per_request (1e5): a clear error, at once.
     huge = subprocess.run([sys.executable, "-c", BIG_CLIENT, "1000000"], capture_output=True, text=True, timeout=120)
     assert "more than max_states_per_request (100000) states: split the request" in huge.stdout, huge.stdout + huge.stderr

@@ -13,7 +13,7 @@ from std_srvs.srv import Trigger
 
 from mcap_ros2.reader import read_ros2_messages
 
-from conftest import call, call_answered, pucl, wait_for
+from conftest import call, call_answered, call_repeatable, pucl, wait_for
 
 SCALE = 0.48  # reach_obstacle_3d: m/s per action unit
 
@@ -43,7 +43,7 @@ class Graph:
 
     def record_expert_run(self, start):
         """Reset the arm to `start`, record the simulator's expert from there; the stop's response."""
-        assert call(self.node, self.reset, Reset.Request(position=start)).success
+        assert call_repeatable(self.node, self.reset, Reset.Request(position=start)).success
         r = self.start_recording()
         assert r.success, r.message
         r = call(self.node, self.expert, RunExpert.Request(), timeout=30)
@@ -161,7 +161,7 @@ def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording_and_re
     g = Graph(start_node, out)
     r = call(g.node, g.stop, Trigger.Request())
     assert not r.success and "not recording" in r.message
-    assert call(g.node, g.reset, Reset.Request(position=[0.35, 0.03, 0.05])).success
+    assert call_repeatable(g.node, g.reset, Reset.Request(position=[0.35, 0.03, 0.05])).success
     r = g.start_recording()
     assert r.success, r.message
     future = g.expert.call_async(RunExpert.Request())
@@ -235,7 +235,7 @@ def test_auto_segment_records_each_expert_run_from_first_motion_to_the_goal_and_
     node.create_subscription(TwistStamped, "/applied_twist",
                              lambda m: m.twist.linear.x != 0.0 and moving.append(m), 1000)
     for start_pos in ([0.35, -0.09, 0.05], [0.44, 0.03, 0.09]):
-        assert call(node, reset, Reset.Request(position=start_pos)).success
+        assert call_repeatable(node, reset, Reset.Request(position=start_pos)).success
         future = expert.call_async(RunExpert.Request())
         if start_pos[0] == 0.35:
             # Well inside the first demonstration (41 steps), once the arm has moved for 10.
@@ -259,7 +259,7 @@ def test_a_second_simulator_publishing_the_pose_is_kept_but_reported_at_the_stop
     start_node("kinematic_sim", "kinematic_sim.yaml", node_name="kinematic_sim_orphan")
     orphan_reset = g.node.create_client(Reset, "/kinematic_sim_orphan/reset")
     assert orphan_reset.wait_for_service(timeout_sec=20)
-    assert call(g.node, orphan_reset, Reset.Request(position=[0.6, 0.1, 0.1])).success
+    assert call_repeatable(g.node, orphan_reset, Reset.Request(position=[0.6, 0.1, 0.1])).success
     assert wait_for(g.node, lambda: any(abs(m.pose.position.x - 0.6) < 1e-9 for m in g.poses.values()), 10)
     r = g.record_expert_run([0.35, -0.09, 0.05])
     assert "farther than the action limit allows" in r.message and "second node publishing the pose" in r.message, r.message

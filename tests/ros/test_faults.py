@@ -12,7 +12,7 @@ import rclpy
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from pucl_interfaces.srv import Reset
 
-from conftest import call, wait_for
+from conftest import call_repeatable, wait_for
 
 AXIS, RADIUS = (0.55, 0.0), 0.04  # reach_obstacle_3d's true cylinder
 SPEED = 0.3  # m/s, as the experiment drove it
@@ -86,7 +86,7 @@ def radial(p):
 def test_a_filter_killed_while_driving_at_the_cylinder_never_lets_the_arm_into_it(start_node, models, sig):
     g = Graph(start_node, models[0])
     for x_kill in (0.38, 0.40, 0.42, 0.44):
-        assert call(g.node, g.reset, Reset.Request(position=[0.35, 0.01, 0.05])).success
+        assert call_repeatable(g.node, g.reset, Reset.Request(position=[0.35, 0.01, 0.05])).success
         g.start_filter()
         assert g.drive_until(x_kill), f"the arm never reached x = {x_kill}"
         g.filter.proc.send_signal(sig)
@@ -109,7 +109,7 @@ def test_a_filter_killed_while_driving_at_the_cylinder_never_lets_the_arm_into_i
 
 def test_nan_and_extreme_inputs_stop_or_stay_finite_and_never_move_the_arm_into_the_cylinder(start_node, models):
     g = Graph(start_node, models[0])
-    assert call(g.node, g.reset, Reset.Request(position=[0.45, 0.0, 0.05])).success
+    assert call_repeatable(g.node, g.reset, Reset.Request(position=[0.45, 0.0, 0.05])).success
     g.start_filter()
     out = []
     g.node.create_subscription(TwistStamped, "/cmd_vel", out.append, 1000)

@@ -10,7 +10,7 @@ from pucl_interfaces.srv import Reset, RunExpert
 from rclpy.qos import DurabilityPolicy, QoSProfile
 from visualization_msgs.msg import Marker, MarkerArray
 
-from conftest import call, wait_for
+from conftest import call, call_repeatable, wait_for
 
 
 class Sim:
@@ -41,7 +41,7 @@ class Sim:
 
 def test_pose_integrates_the_commanded_twist_within_the_task_limits(start_node):
     s = Sim(start_node)
-    assert call(s.node, s.reset, Reset.Request()).success
+    assert call_repeatable(s.node, s.reset, Reset.Request()).success
     s.settle(0.1)
     x0 = s.position()[0]
     assert abs(x0 - 0.35) < 1e-9
@@ -59,18 +59,18 @@ def test_pose_integrates_the_commanded_twist_within_the_task_limits(start_node):
 
 def test_reset_into_the_obstacle_is_refused_and_the_node_keeps_running(start_node):
     s = Sim(start_node)
-    r = call(s.node, s.reset, Reset.Request(position=[0.55, 0.0, 0.05]))
+    r = call_repeatable(s.node, s.reset, Reset.Request(position=[0.55, 0.0, 0.05]))
     assert not r.success and "obstacle" in r.message
-    r = call(s.node, s.reset, Reset.Request(position=[0.5, 0.0]))
+    r = call_repeatable(s.node, s.reset, Reset.Request(position=[0.5, 0.0]))
     assert not r.success and "3 values" in r.message
-    r = call(s.node, s.reset, Reset.Request(position=[0.44, 0.03, 0.09]))
+    r = call_repeatable(s.node, s.reset, Reset.Request(position=[0.44, 0.03, 0.09]))
     assert r.success
     assert wait_for(s.node, lambda: max(abs(a - b) for a, b in zip(s.position(), [0.44, 0.03, 0.09])) < 1e-9, 2)
 
 
 def test_expert_drives_to_the_goal_around_the_obstacle(start_node):
     s = Sim(start_node)
-    assert call(s.node, s.reset, Reset.Request(position=[0.35, 0.03, 0.05])).success
+    assert call_repeatable(s.node, s.reset, Reset.Request(position=[0.35, 0.03, 0.05])).success
     t0 = time.monotonic()
     r = call(s.node, s.expert, RunExpert.Request(), timeout=30)
     assert r.success, r.message

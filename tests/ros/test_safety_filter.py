@@ -17,7 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from std_srvs.srv import SetBool, Trigger
 
-from conftest import BIN, call, query_cli, wait_for
+from conftest import BIN, call_repeatable, query_cli, wait_for
 
 
 class Harness:
@@ -187,7 +187,7 @@ def test_no_model_gives_zero_and_enable_false_passes_through(start_node):
     assert values and all(v.get("model") == "none" for v in values), values
     enable = h.node.create_client(SetBool, "/safety_filter/enable")
     assert enable.wait_for_service(timeout_sec=10)
-    assert call(h.node, enable, SetBool.Request(data=False)).success
+    assert call_repeatable(h.node, enable, SetBool.Request(data=False)).success
     out = h.respond([0.35, -0.09, 0.05], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
     assert out[0] == 0.1
 
@@ -269,7 +269,7 @@ def test_reloads_under_1khz_commands_leave_no_gap_and_a_failed_reload_is_diagnos
     # A broken file: the previous model keeps filtering, and /diagnostics says why (ERROR).
     h.diag.clear()
     path.write_text("{ not a model")
-    r = call(h.node, reload, Trigger.Request())
+    r = call_repeatable(h.node, reload, Trigger.Request())
     assert not r.success
     assert wait_for(h.node, lambda: any(s.level == b"\x02" or s.level == 2 for a in h.diag for s in a.status
                                         if "not (re)loaded" in s.message), 3)
