@@ -27,12 +27,6 @@ pub const GRID_CELLS: usize = 32;
 /// one, none within 2.6 d_r.
 const SUPPORTED_WITHIN: f64 = 2.0;
 
-/// Distances along the hull's axis count this many times over when the support is measured: a
-/// labelled state above or below a face says less about the face at this level than one beside it.
-/// On the four cups the end cup's face at 12-14 cm was 6-15 mm short between labelled states above
-/// and below it, which counted it supported at equal weights (the value chosen there, one tried).
-const AXIS_WEIGHT: f64 = 3.0;
-
 /// An unsupported face widens the hull by the distance beyond [`SUPPORTED_WITHIN`], up to this
 /// many d_r, so that a face far from every labelled state does not take the free space around it
 /// (both chosen on that task's third model: 5.3 % of the filtered steps unsafe, 0.13 % widened).
@@ -41,45 +35,38 @@ const MAX_WIDENING: f64 = 1.0;
 /// What learning labelled infeasible, to tell a learned face it pinned down from one the network
 /// extrapolated.
 pub struct Support {
-    /// The memory buffer, stretched along `axis` by [`AXIS_WEIGHT`].
     states: Points,
     nearest: NearestPoint,
-    axis: Vec<f64>,
     d_r: f64,
 }
 
 impl Support {
-    /// The support of faces of a hull around `axis` (unit). None when the model has no memory
-    /// buffer or was learned without a d_r (percentile selection).
-    pub fn of(model: &ConstraintModel, axis: &[f64]) -> Option<Support> {
+    /// None when the model has no memory buffer or was learned without a d_r (percentile selection).
+    pub fn of(model: &ConstraintModel) -> Option<Support> {
         let d_r = model
             .settings
             .identify
             .d_r
             .filter(|d| d.is_finite() && *d > 0.0)?;
-        let axis = axis.to_vec();
         let mut states = Points::new(model.dim());
         for x in model
             .memory_buffer
             .iter()
             .filter(|x| x.len() == model.dim())
         {
-            states.push(&stretched(x, &axis));
+            states.push(x);
         }
         Some(Support {
             nearest: NearestPoint::new(&states)?,
             states,
-            axis,
             d_r,
         })
     }
 
     /// How much farther out than the learned boundary point `b` the hull goes: 0 where a labelled
-    /// infeasible state is within [`SUPPORTED_WITHIN`] d_r of it (distances along the axis
-    /// stretched).
+    /// infeasible state is within [`SUPPORTED_WITHIN`] d_r of it.
     pub fn widening(&self, b: &[f64]) -> f64 {
-        let b = stretched(b, &self.axis);
-        let q = self.states.row(self.nearest.nearest(&b));
+        let q = self.states.row(self.nearest.nearest(b));
         let gap = b
             .iter()
             .zip(q)
@@ -88,18 +75,6 @@ impl Support {
             .sqrt();
         (gap - SUPPORTED_WITHIN * self.d_r).clamp(0.0, MAX_WIDENING * self.d_r)
     }
-}
-
-/// `x` with its component along `axis` (unit, or empty: none) [`AXIS_WEIGHT`] times as long.
-fn stretched(x: &[f64], axis: &[f64]) -> Vec<f64> {
-    if axis.len() != x.len() {
-        return x.to_vec();
-    }
-    let along: f64 = x.iter().zip(axis).map(|(a, b)| a * b).sum();
-    x.iter()
-        .zip(axis)
-        .map(|(a, b)| a + (AXIS_WEIGHT - 1.0) * along * b)
-        .collect()
 }
 
 /// One reference point per learned obstacle, and which obstacle is nearest to a position.
@@ -152,7 +127,7 @@ impl ReferencePoints {
             && u.len() == 3
         {
             let mut scratch = Scratch::default();
-            let support = Support::of(model, u);
+            let support = Support::of(model);
             let hulls = (0..refs.points.len())
                 .map(|id| Hull::tabulate(&refs, model, support.as_ref(), g, id, u, &mut scratch))
                 .collect();
@@ -876,23 +851,5 @@ mod tests {
             grown > 1e-3 && grown <= MAX_WIDENING * d_r + 1e-9,
             "{grown} (d_r {d_r})"
         );
-    }
-
-    #[test]
-    fn support_counts_distance_along_the_axis_axis_weight_times_over() {
-        let up = [0.0, 0.0, 1.0];
-        assert_eq!(
-            stretched(&[1.0, 2.0, 3.0], &up),
-            vec![1.0, 2.0, 3.0 * AXIS_WEIGHT]
-        );
-        let tilted = [0.6, 0.8, 0.0];
-        let x = stretched(&[0.6, 0.8, 0.5], &tilted);
-        let expect = [0.6 * AXIS_WEIGHT, 0.8 * AXIS_WEIGHT, 0.5];
-        assert!(
-            x.iter().zip(expect).all(|(a, b)| (a - b).abs() < 1e-12),
-            "{x:?}"
-        );
-        // No axis: distances as they are.
-        assert_eq!(stretched(&[1.0, 2.0, 3.0], &[]), vec![1.0, 2.0, 3.0]);
     }
 }
