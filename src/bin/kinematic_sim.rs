@@ -200,7 +200,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let mut expert_requests =
         node.create_service::<RunExpert::Service>("~/run_expert", QosProfile::default())?;
-    let (s, e, log2) = (sim.clone(), expert_run.clone(), logger.clone());
+    let (s, e, log) = (sim.clone(), expert_run.clone(), logger.clone());
     tasks.spawn_local(async move {
         while let Some(req) = expert_requests.next().await {
             if e.borrow().is_some() {
@@ -210,7 +210,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         success: false,
                         message: "the expert is already driving".into(),
                     },
-                    &log2,
+                    &log,
                 );
                 continue;
             }
@@ -229,7 +229,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             success: false,
                             message: format!("no expert path: {m}"),
                         },
-                        &log2,
+                        &log,
                     );
                 }
             }

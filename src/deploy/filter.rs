@@ -610,15 +610,15 @@ impl SafetyFilter {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::demos::DemoSet;
     use crate::learn::{LearnConfig, learn};
     use crate::task::Task;
     use std::sync::OnceLock;
 
-    /// A model of the cylinder task, learned once (short schedule).
-    fn cylinder() -> Arc<ConstraintModel> {
+    /// A model of the cylinder task, learned once (short schedule); also the hull tests'.
+    pub(crate) fn cylinder() -> Arc<ConstraintModel> {
         static M: OnceLock<Arc<ConstraintModel>> = OnceLock::new();
         M.get_or_init(|| Arc::new(learned("reach_obstacle_3d", "reach_obstacle_3d_ds.csv", 1)))
             .clone()

@@ -67,12 +67,7 @@ impl Support {
     /// infeasible state is within [`SUPPORTED_WITHIN`] d_r of it.
     pub fn widening(&self, b: &[f64]) -> f64 {
         let q = self.states.row(self.nearest.nearest(b));
-        let gap = b
-            .iter()
-            .zip(q)
-            .map(|(a, c)| (a - c).powi(2))
-            .sum::<f64>()
-            .sqrt();
+        let gap = crate::geometry::distance(b, q);
         (gap - SUPPORTED_WITHIN * self.d_r).clamp(0.0, MAX_WIDENING * self.d_r)
     }
 }
@@ -469,13 +464,13 @@ impl Hull {
                 .map(|j| {
                     let (c, s) = (angle(j).cos(), angle(j).sin());
                     let u: Vec<f64> = (0..3).map(|i| c * e1[i] + s * e2[i]).collect();
-                    let big = refs.radius_along(model, id, &r, &u, scratch).unwrap_or(0.0);
+                    let exit = refs.radius_along(model, id, &r, &u, scratch).unwrap_or(0.0);
                     match support {
-                        Some(s) if big > 0.0 => {
-                            let b: Vec<f64> = (0..3).map(|i| r[i] + big * u[i]).collect();
-                            big + s.widening(&b)
+                        Some(s) if exit > 0.0 => {
+                            let b: Vec<f64> = (0..3).map(|i| r[i] + exit * u[i]).collect();
+                            exit + s.widening(&b)
                         }
-                        _ => big,
+                        _ => exit,
                     }
                 })
                 .collect();
@@ -803,24 +798,16 @@ mod tests {
 
     #[test]
     fn the_hull_is_widened_where_no_labelled_infeasible_state_supports_the_learned_face() {
-        use crate::demos::DemoSet;
-        use crate::learn::{LearnConfig, learn};
-        use crate::task::Task;
-        let task = Task::load("reach_obstacle_3d").unwrap();
-        let csv = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("data/demos/reach_obstacle_3d_ds.csv");
-        let demos = DemoSet::load(&csv, &task).unwrap();
-        let cfg = LearnConfig::for_task("reach_obstacle_3d", None).unwrap();
-        let learned = learn(&task, &demos, &cfg, 1, &mut |_| true).unwrap();
-        let model = ConstraintModel::from_learned(&task, &demos, &cfg, 1, &learned);
+        // The filter tests' cylinder model (reference demonstrations, learning seed 1).
+        let model = crate::deploy::filter::tests::cylinder();
         let d_r = model.settings.identify.d_r.unwrap();
         // The same network with no labelled state south of the cylinder's axis (y < 0): as if no
         // proposal had run into its south face.
-        let mut north_only = model.clone();
+        let mut north_only = (*model).clone();
         north_only.memory_buffer.retain(|x| x[1] >= 0.0);
         assert!(north_only.memory_buffer.len() < model.memory_buffer.len());
         // And the hull as it is without the rule (no d_r: nothing to measure support in).
-        let mut unwidened = model.clone();
+        let mut unwidened = (*model).clone();
         unwidened.settings.identify.d_r = None;
         let up = [0.0, 0.0, 1.0];
         let (all, north, plain) = (
