@@ -16,7 +16,7 @@ status=0
 # The tasks without the mujoco feature: a MuJoCo task is a clear error, the others load.
 cargo test --release --lib task:: 2>&1 | tee "$log" || status=$?
 if [ "$status" -eq 0 ]; then
-  cargo test --release --features ros,mujoco "$@" 2>&1 | tee -a "$log" || status=$?
+  cargo test --release --no-fail-fast --features ros,mujoco "$@" 2>&1 | tee -a "$log" || status=$?
 fi
 if [ "$status" -eq 0 ]; then
   cargo build --release --features ros,mujoco --bins

@@ -1249,18 +1249,27 @@ fn eval_with_the_filter_warns_when_the_goal_lies_within_the_margin_of_the_learne
         assert!(o.status.success(), "{}", stderr(&o));
         let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
         let held_back = v["held_back"].as_f64().unwrap();
-        (stderr(&o), v["goal_reached"].as_f64().unwrap(), held_back)
+        let within = v["started_within_margin"].as_f64().unwrap();
+        (
+            stderr(&o),
+            v["goal_reached"].as_f64().unwrap(),
+            held_back,
+            within,
+        )
     };
-    let (warned, reached, held_back) = eval(beside.to_str().unwrap());
+    let (warned, reached, held_back, within) = eval(beside.to_str().unwrap());
     assert!(
         warned.contains("no run through the safety filter that starts outside its margin"),
         "{warned}"
     );
-    assert_eq!(reached, 0.0, "the warning is right: {warned}");
-    // Every run ends pressed towards the goal against the margin, and the filter says so, as a
-    // deployment's controller would read on /diagnostics.
-    assert_eq!(held_back, 1.0);
-    let (quiet, reached, held_back) = eval("reach_obstacle_3d");
+    // The warning is right: only runs that start within the margin, which the filter lets move
+    // but does not keep out, may reach the goal.
+    assert!(reached <= within, "{reached} > {within}: {warned}");
+    assert!(within < 0.5, "most runs start outside the margin: {within}");
+    // Every other run ends pressed towards the goal against the margin, and the filter says so, as
+    // a deployment's controller would read on /diagnostics.
+    assert!((held_back + reached - 1.0).abs() < 1e-9, "{held_back}");
+    let (quiet, reached, held_back, _) = eval("reach_obstacle_3d");
     assert!(!quiet.contains("starts outside its margin"), "{quiet}");
     assert!(reached >= 0.95);
     assert!(

@@ -29,7 +29,8 @@ pub struct EvalArgs {
     /// (the fraction of episodes that ended short of the goal standing still), guided (the fraction
     /// that stalled in front of a learned obstacle and were guided round it), with --filter
     /// held_back (the fraction that ended short of the goal with the filter reporting the command
-    /// held back by the learned constraint), mean_return.
+    /// held back by the learned constraint) and started_within_margin (the fraction that started
+    /// inside the learned obstacle or within the filter's margin of it), mean_return.
     #[arg(long)]
     json: bool,
     /// List the first violating state of every violating episode.
@@ -128,6 +129,14 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "warning: no run through the safety filter that starts outside its margin can reach \
              the task's goal: {why}"
         );
+        let within = (e.unsafe_counts.episodes as f64 * e.started_within_margin).round();
+        if within > 0.0 {
+            // Only these can reach it: the filter lets a robot inside its margin move, not out.
+            eprintln!(
+                "warning: {within} of {} runs start within the filter's margin, where this does not hold",
+                e.unsafe_counts.episodes
+            );
+        }
     }
     if a.json {
         let v = serde_json::json!({
@@ -138,6 +147,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "stopped": (!task.spec.goal.is_none()).then_some(e.stopped),
             "guided": e.guided,
             "held_back": a.filter.then_some(e.held_back),
+            "started_within_margin": a.filter.then_some(e.started_within_margin),
             "mean_return": e.mean_return,
         });
         println!("{v}");
@@ -182,6 +192,13 @@ pub fn run(a: EvalArgs) -> Result<()> {
                     );
                 }
             }
+        }
+        if a.filter && e.started_within_margin > 0.0 {
+            println!(
+                "  started in margin   {} of {} started inside the learned obstacle or within the filter's margin of it",
+                (e.unsafe_counts.episodes as f64 * e.started_within_margin).round(),
+                e.unsafe_counts.episodes
+            );
         }
         if e.guided > 0.0 {
             // What the reported goal rate owes to the evaluation's planner, which a deployment

@@ -352,6 +352,15 @@ impl SafetyFilter {
         self.enabled
     }
 
+    /// Forget the pose, the command and the history of both (how long the robot has been held back
+    /// or stopped): the next output is for a new run, as after the robot is moved elsewhere.
+    pub fn forget_motion(&mut self) {
+        self.pose = None;
+        self.command = None;
+        self.stop_since = None;
+        self.progress.clear();
+    }
+
     /// A pose (end-effector position) received at time `t` (s), without a header stamp.
     pub fn set_pose(&mut self, t: f64, position: [f64; 3]) {
         self.set_pose_stamped(t, None, position);
@@ -818,6 +827,41 @@ pub(crate) mod tests {
             statuses.last(),
             Some(&Status::Filtering { modulated: true })
         );
+    }
+
+    #[test]
+    fn a_robot_moved_elsewhere_after_forget_motion_is_not_held_back_by_its_last_run() {
+        // Held back just inside the learned obstacle's face for over a second, as above.
+        let m = cylinder();
+        let mut scratch = crate::learn::network::Scratch::default();
+        let mut x = 0.45;
+        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut scratch) >= 0.5 {
+            x += 0.001;
+        }
+        let mut f = filter();
+        let inside = [x + 0.01, 0.0, 0.05];
+        let mut t = 0.0;
+        while t < 1.5 {
+            f.set_pose(t, inside);
+            f.set_command(t, [0.25, 0.0, 0.0, 0.0, 0.0, 0.0]);
+            f.output(t);
+            t += 0.01;
+        }
+        assert!(matches!(f.output(t).status, Status::Held { .. }));
+        // A new run, far in front of the obstacle and driving freely: without the reset its first
+        // second would still count the last run's held-back commands.
+        f.forget_motion();
+        f.set_pose(t, [0.30, 0.0, 0.05]);
+        f.set_command(t, [-0.25, 0.0, 0.0, 0.0, 0.0, 0.0]);
+        let o = f.output(t);
+        assert!(
+            matches!(o.status, Status::Filtering { .. }),
+            "{:?}",
+            o.status
+        );
+        // And it forgets the pose and command themselves: none has been received since.
+        f.forget_motion();
+        assert_eq!(f.output(t).status, Status::NoCommand);
     }
 
     #[test]

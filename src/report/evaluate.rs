@@ -116,6 +116,11 @@ pub struct Evaluation {
     /// filter reporting the command held back by the learned constraint (a deployment's controller
     /// is told so on /diagnostics). 0 for the policies.
     pub held_back: f64,
+    /// Through the safety filter: the fraction of episodes that start inside the learned obstacle
+    /// or within the filter's margin of it ([`SafetyFilter::unreachable`]), where the filter lets
+    /// the robot move but does not keep it out; 0 for the policies. A goal the filter calls
+    /// unreachable ([`Evaluation::goal_blocked`]) can still be reached by these.
+    pub started_within_margin: f64,
     /// The episodes' mean return (what a task without a goal shows beside the unsafe rate).
     pub mean_return: f64,
     pub confusion: Confusion,
@@ -297,8 +302,12 @@ pub fn evaluate_filtered(
     let steps = (task.spec.horizon as f64 * stretch).ceil() as usize;
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
-    let mut held_back = 0;
+    let (mut held_back, mut started_within_margin) = (0, 0);
     for s in episode_starts(task, starts, episodes, seed) {
+        let p = task.position_of(&s);
+        started_within_margin += usize::from(safety.unreachable([p[0], p[1], p[2]]).is_some());
+        // A new run: the last one's headway does not count towards this one being held back.
+        safety.forget_motion();
         let mut t = Trajectory::with_capacity(task);
         let mut held = false;
         let mut drive = |state: &[f64], action: &mut [f64]| {
@@ -328,6 +337,7 @@ pub fn evaluate_filtered(
     Ok(Evaluation {
         goal_blocked,
         held_back: held_back as f64 / trajs.len().max(1) as f64,
+        started_within_margin: started_within_margin as f64 / trajs.len().max(1) as f64,
         ..Evaluation::of(task, c, &trajs)
     })
 }
@@ -385,6 +395,7 @@ impl Evaluation {
                 / trajs.len().max(1) as f64,
             guided: 0.0,
             held_back: 0.0,
+            started_within_margin: 0.0,
             mean_return: trajs.iter().map(|t| t.episode_return).sum::<f64>()
                 / trajs.len().max(1) as f64,
             confusion: c,
