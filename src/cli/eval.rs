@@ -133,7 +133,8 @@ pub fn run(a: EvalArgs) -> Result<()> {
         if within > 0.0 {
             // Only these can reach it: the filter lets a robot inside its margin move, not out.
             eprintln!(
-                "warning: {within} of {} runs start within the filter's margin, where this does not hold",
+                "warning: {within} of {} runs start inside the learned obstacle or within the filter's \
+                 margin of it; those may still reach the goal",
                 e.unsafe_counts.episodes
             );
         }
