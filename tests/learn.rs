@@ -815,6 +815,23 @@ fn a_robot_facing_a_saturated_learned_boundary_slides_along_it_instead_of_stoppi
 }
 
 #[test]
+fn a_filtered_run_held_back_across_the_vertical_goes_over_or_under_the_learned_obstacle() {
+    // A generated 3-D task (suite seed 2): an ellipsoid and a cylinder whose learned regions merge
+    // into a band across the way at the goal's height, with a way over and under it that the
+    // demonstrations took. Sliding across the vertical only, round the band, held most filtered
+    // runs back at its west face (goal reached in 40-80 % of the episodes of learning seeds 0-2).
+    let d = suite("2", "10");
+    let name = "suite2_3D_04";
+    let (_, m, _) = learn_and_eval_suite_task(d, name, "2");
+    let task = d.join(format!("{name}.yaml"));
+    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
+    let v = eval_json(task, m, &["--filter", "--seed", "2"]);
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
+    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
+}
+
+#[test]
 fn learning_stops_once_r_only_repeats_the_memory_buffer_and_says_so() {
     // A generated velocity task (suite seed 2) whose later proposals graze the corners M already
     // holds: before the stop rule counted only new states of R, every one of the 10 iterations ran

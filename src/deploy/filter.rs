@@ -589,11 +589,18 @@ impl SafetyFilter {
                 // if that makes more headway along the command. Sliding across the axis first, as
                 // around the hull; along zeta's whole gradient only if that makes none (a boundary
                 // above or below): sliding along the whole gradient first carried runs round the
-                // outer side of a learned cup that learning never probed. Every candidate passes
-                // the same whole-path check against the learned obstacle.
+                // outer side of a learned cup that learning never probed. Once the robot is held
+                // back (a second of commands that made almost no headway), across the axis has
+                // led nowhere: then over or under first (suite 3-D filter goal rates, RESULTS
+                // "Held back in front of learned obstacles"). Every candidate passes the same
+                // whole-path check against the learned obstacle.
                 let progress = |u: &[f64; 3]| (0..3).map(|k| u[k] * cmd[k]).sum::<f64>();
                 let slides = if dsm.around_axis.is_some() { 2 } else { 1 };
-                for around_axis in [dsm.around_axis.clone(), None].into_iter().take(slides) {
+                let mut order = [dsm.around_axis.clone(), None];
+                if self.progress.held_since.is_some() {
+                    order.reverse();
+                }
+                for around_axis in order.into_iter().take(slides) {
                     let level_sets = DsmConfig {
                         push_outward: true,
                         around_axis,
