@@ -174,7 +174,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 &node,
                 "reference_axis",
                 d.reference_axis.as_deref().unwrap_or(&[]),
-                "axis the reference point moves along, level with the robot ([0.0]: fixed)",
+                "axis the reference point moves along, level with the robot ([0.0]: fixed); a learned \
+                 wall across the workspace along x or y turns it to that axis",
             );
             if axis.iter().all(|c| *c == 0.0) {
                 None

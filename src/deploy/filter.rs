@@ -42,6 +42,9 @@ pub struct FilterConfig {
     pub max_clock_skew: f64,
     /// With `auto_reference`: the reference point moves along this axis through the deepest point,
     /// level with the robot (the vertical: go around learned obstacles, not over them); None: fixed.
+    /// A position model whose largest learned obstacle runs through the box learning probed along
+    /// exactly one other coordinate axis (a wall across the workspace) turns it to that axis: over
+    /// such a wall, not along it ([`ReferencePoints::axis_for`]).
     pub reference_axis: Option<Vec<f64>>,
     /// Override the model's safety margin (distance kept from the learned boundary).
     pub safety_margin: Option<f64>,
@@ -318,6 +321,9 @@ impl SafetyFilter {
             ));
         }
         let mut references = match &config.reference_axis {
+            Some(axis) if !model.constrains_command() => {
+                ReferencePoints::of_model_along(&model, &ReferencePoints::axis_for(&model, axis))
+            }
             Some(axis) => ReferencePoints::of_model_along(&model, axis),
             None => ReferencePoints::of_model(&model),
         };
@@ -564,7 +570,12 @@ impl SafetyFilter {
             dsm.swept_lookahead = true;
             dsm.push_outward = false;
             dsm.workspace = model.workspace.clone();
-            dsm.around_axis = self.config.reference_axis.clone();
+            // The configured axis, or the one the model's hulls were turned to (`axis_for`).
+            dsm.around_axis = self
+                .config
+                .reference_axis
+                .as_ref()
+                .and(self.references.axis().map(<[f64]>::to_vec));
             let horizon = Some(self.config.lookahead_time);
             let modulate = |star: Option<&Star>, dsm: &DsmConfig, v: &mut [f64; 3], s: &mut _| {
                 safe_velocity_around(&model.network, star, &pos, v, dsm, horizon, s)

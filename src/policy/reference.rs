@@ -114,6 +114,62 @@ impl ReferencePoints {
         }
     }
 
+    /// The axis a filter built for `model` slides across: `configured`, unless the largest learned
+    /// obstacle runs through the whole grid along exactly one coordinate axis and not along
+    /// `configured`. Such an obstacle (a wall across the workspace) cannot be gone round across
+    /// `configured`: runs slid along it to its far ends, where nothing was labelled and the learned
+    /// wall is lowest, and went over there. Across its own long axis the way is over or under it,
+    /// where the demonstrations went.
+    pub fn axis_for(model: &ConstraintModel, configured: &[f64]) -> Vec<f64> {
+        let through = Self::of_model(model).through_axes();
+        let along = |k: usize| {
+            let n = configured.iter().map(|c| c * c).sum::<f64>().sqrt();
+            n > 0.0 && (configured.get(k).copied().unwrap_or(0.0) / n).abs() > 0.99
+        };
+        match through.as_slice() {
+            &[k] if model.dim() == 3 && !along(k) => {
+                (0..3).map(|i| f64::from(u8::from(i == k))).collect()
+            }
+            _ => configured.to_vec(),
+        }
+    }
+
+    /// The coordinate axes along which the largest learned obstacle (the most grid cells) touches
+    /// both faces of the grid.
+    fn through_axes(&self) -> Vec<usize> {
+        let Some(g) = &self.grid else {
+            return Vec::new();
+        };
+        let d = g.dim();
+        let regions = self.points.len();
+        let mut cells = vec![0usize; regions];
+        // Per region and axis: whether it has a cell in the first and in the last layer.
+        let mut ends = vec![[false; 2]; regions * d];
+        for (i, &id) in self.label.iter().enumerate() {
+            if id >= regions {
+                continue;
+            }
+            cells[id] += 1;
+            let mut c = i;
+            for k in 0..d {
+                let layer = c % g.n;
+                c /= g.n;
+                if layer == 0 {
+                    ends[id * d + k][0] = true;
+                }
+                if layer + 1 == g.n {
+                    ends[id * d + k][1] = true;
+                }
+            }
+        }
+        let Some(largest) = (0..regions).max_by_key(|&id| cells[id]) else {
+            return Vec::new();
+        };
+        (0..d)
+            .filter(|&k| ends[largest * d + k] == [true, true])
+            .collect()
+    }
+
     /// [`Self::of_model`] with reference points that move along `axis` (see [`Self::along`]), and
     /// each obstacle's star-shaped hull tabulated around that axis (see [`Hull`]).
     pub fn of_model_along(model: &ConstraintModel, axis: &[f64]) -> ReferencePoints {
@@ -235,6 +291,11 @@ impl ReferencePoints {
         let n = axis.iter().map(|c| c * c).sum::<f64>().sqrt();
         self.axis = (n > 0.0 && n.is_finite()).then(|| axis.iter().map(|c| c / n).collect());
         self
+    }
+
+    /// The direction along which the obstacles are taken to extend, if any (unit).
+    pub fn axis(&self) -> Option<&[f64]> {
+        self.axis.as_deref()
     }
 
     /// The reference point of region `id` for a robot at `x`.
@@ -794,6 +855,24 @@ mod tests {
     fn an_all_feasible_grid_has_no_reference_point() {
         let r = ReferencePoints::of_grid(&grid(11, |_, _| false));
         assert!(r.points.is_empty() && r.nearest(&[0.5, 0.5]).is_none());
+    }
+
+    #[test]
+    fn the_filter_axis_turns_to_the_one_coordinate_axis_a_learned_obstacle_runs_through() {
+        // The learned cylinder runs through the grid vertically and across nothing else.
+        let model = crate::deploy::filter::tests::cylinder();
+        let up = [0.0, 0.0, 1.0];
+        assert_eq!(ReferencePoints::of_model(&model).through_axes(), vec![2]);
+        assert_eq!(ReferencePoints::axis_for(&model, &up), up.to_vec());
+        // Configured across it, the axis turns to the vertical: round a column, not over it.
+        assert_eq!(
+            ReferencePoints::axis_for(&model, &[1.0, 0.0, 0.0]),
+            up.to_vec()
+        );
+        assert_eq!(
+            ReferencePoints::axis_for(&model, &[0.0, 0.0, -2.0]),
+            vec![0.0, 0.0, -2.0]
+        );
     }
 
     #[test]
