@@ -44,7 +44,7 @@ pub struct FilterConfig {
     /// level with the robot (the vertical: go around learned obstacles, not over them); None: fixed.
     /// A position model whose largest learned obstacle runs through the box learning probed along
     /// exactly one other coordinate axis (a wall across the workspace) turns it to that axis: over
-    /// such a wall, not along it ([`ReferencePoints::axis_for`]).
+    /// such a wall, not along it ([`ReferencePoints::of_model_turned`]).
     pub reference_axis: Option<Vec<f64>>,
     /// Override the model's safety margin (distance kept from the learned boundary).
     pub safety_margin: Option<f64>,
@@ -322,7 +322,7 @@ impl SafetyFilter {
         }
         let mut references = match &config.reference_axis {
             Some(axis) if !model.constrains_command() => {
-                ReferencePoints::of_model_along(&model, &ReferencePoints::axis_for(&model, axis))
+                ReferencePoints::of_model_turned(&model, axis)
             }
             Some(axis) => ReferencePoints::of_model_along(&model, axis),
             None => ReferencePoints::of_model(&model),
@@ -570,7 +570,7 @@ impl SafetyFilter {
             dsm.swept_lookahead = true;
             dsm.push_outward = false;
             dsm.workspace = model.workspace.clone();
-            // The configured axis, or the one the model's hulls were turned to (`axis_for`).
+            // The configured axis, or the one the model's hulls were turned to (`of_model_turned`).
             dsm.around_axis = self
                 .config
                 .reference_axis

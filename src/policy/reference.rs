@@ -114,24 +114,25 @@ impl ReferencePoints {
         }
     }
 
-    /// The axis a filter built for `model` slides across: `configured`, unless the largest learned
-    /// obstacle runs through the whole grid along exactly one coordinate axis and not along
-    /// `configured`. Such an obstacle (a wall across the workspace) cannot be gone round across
-    /// `configured`: runs slid along it to its far ends, where nothing was labelled and the learned
-    /// wall is lowest, and went over there. Across its own long axis the way is over or under it,
-    /// where the demonstrations went.
-    pub fn axis_for(model: &ConstraintModel, configured: &[f64]) -> Vec<f64> {
-        let through = Self::of_model(model).through_axes();
+    /// [`Self::of_model_along`] around the axis a filter built for `model` slides across:
+    /// `configured`, unless the largest learned obstacle runs through the whole grid along exactly
+    /// one coordinate axis and not along `configured`; then that axis. Such an obstacle (a wall
+    /// across the workspace) cannot be gone round across `configured`: runs slid along it to its
+    /// far ends, where nothing was labelled and the learned wall is lowest, and went over there.
+    /// Across its own long axis the way is over or under it, where the demonstrations went.
+    pub fn of_model_turned(model: &ConstraintModel, configured: &[f64]) -> ReferencePoints {
+        let refs = Self::of_model(model);
         let along = |k: usize| {
             let n = configured.iter().map(|c| c * c).sum::<f64>().sqrt();
             n > 0.0 && (configured.get(k).copied().unwrap_or(0.0) / n).abs() > 0.99
         };
-        match through.as_slice() {
+        let axis: Vec<f64> = match refs.through_axes().as_slice() {
             &[k] if model.dim() == 3 && !along(k) => {
                 (0..3).map(|i| f64::from(u8::from(i == k))).collect()
             }
             _ => configured.to_vec(),
-        }
+        };
+        refs.tabulated(model, &axis)
     }
 
     /// The coordinate axes along which the largest learned obstacle (the most grid cells) touches
@@ -173,7 +174,12 @@ impl ReferencePoints {
     /// [`Self::of_model`] with reference points that move along `axis` (see [`Self::along`]), and
     /// each obstacle's star-shaped hull tabulated around that axis (see [`Hull`]).
     pub fn of_model_along(model: &ConstraintModel, axis: &[f64]) -> ReferencePoints {
-        let mut refs = Self::of_model(model).along(axis);
+        Self::of_model(model).tabulated(model, axis)
+    }
+
+    /// These reference points moving along `axis`, with each obstacle's hull tabulated around it.
+    fn tabulated(self, model: &ConstraintModel, axis: &[f64]) -> ReferencePoints {
+        let mut refs = self.along(axis);
         if let (Some(u), Some(g)) = (&refs.axis, &refs.grid)
             && u.len() == 3
         {
@@ -863,16 +869,15 @@ mod tests {
         let model = crate::deploy::filter::tests::cylinder();
         let up = [0.0, 0.0, 1.0];
         assert_eq!(ReferencePoints::of_model(&model).through_axes(), vec![2]);
-        assert_eq!(ReferencePoints::axis_for(&model, &up), up.to_vec());
+        let axis = |configured: &[f64]| {
+            ReferencePoints::of_model_turned(&model, configured)
+                .axis()
+                .map(<[f64]>::to_vec)
+        };
+        assert_eq!(axis(&up), Some(up.to_vec()));
         // Configured across it, the axis turns to the vertical: round a column, not over it.
-        assert_eq!(
-            ReferencePoints::axis_for(&model, &[1.0, 0.0, 0.0]),
-            up.to_vec()
-        );
-        assert_eq!(
-            ReferencePoints::axis_for(&model, &[0.0, 0.0, -2.0]),
-            vec![0.0, 0.0, -2.0]
-        );
+        assert_eq!(axis(&[1.0, 0.0, 0.0]), Some(up.to_vec()));
+        assert_eq!(axis(&[0.0, 0.0, -2.0]), Some(vec![0.0, 0.0, -1.0]));
     }
 
     #[test]
