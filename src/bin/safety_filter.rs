@@ -325,8 +325,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             move || {
                 let (config, path) = (f.borrow().config.clone(), path.clone());
                 move |m: ConstraintModel| {
-                    let msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
-                    SafetyFilter::prepare(&config, Arc::new(m)).map(|p| (p, msg))
+                    let mut msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
+                    let prepared = SafetyFilter::prepare(&config, Arc::new(m))?;
+                    if let Some(axis) = prepared.turned_axis(&config) {
+                        msg += &format!(
+                            "; its largest learned obstacle runs through the workspace along \
+                             {axis:?}: round that axis instead of reference_axis (over it, not along it)"
+                        );
+                    }
+                    Ok((prepared, msg))
                 }
             },
             move |(prepared, msg)| {
