@@ -190,6 +190,17 @@ fn renamed(dir: &Path, builtin: &str, name: &str) -> PathBuf {
     path
 }
 
+/// The cylinder task as a user's copy of it, named `name`, with `obstacle` (a line of
+/// `true_constraint`) in place of the cylinder.
+fn cylinder_task_with(dir: &Path, name: &str, obstacle: &str) -> PathBuf {
+    let cylinder = "  - {kind: cylinder, center: [0.55, 0.0], radius: 0.04}";
+    let task = renamed(dir, "reach_obstacle_3d", name);
+    let text = std::fs::read_to_string(&task).unwrap();
+    assert!(text.contains(cylinder));
+    std::fs::write(&task, text.replace(cylinder, obstacle)).unwrap();
+    task
+}
+
 #[test]
 fn eval_warns_when_the_model_was_learned_for_another_task() {
     let d = tempfile::tempdir().unwrap();
@@ -838,12 +849,8 @@ fn a_low_wall_across_the_workspace_is_passed_over_through_the_filter_not_round_i
     // the runs along the wall to its ends, where no proposal labelled anything and the learned wall
     // is lower than the true one, and over it there: 25 of 30 episodes grazed it (4.6 % of steps).
     let d = tempfile::tempdir().unwrap();
-    let cylinder = "  - {kind: cylinder, center: [0.55, 0.0], radius: 0.04}";
-    let task = renamed(d.path(), "reach_obstacle_3d", "low_wall");
-    let text = std::fs::read_to_string(&task).unwrap();
-    assert!(text.contains(cylinder));
     let wall = "  - {kind: box, center: [0.55, 0.0, 0.03], half_extents: [0.02, 0.2, 0.03]}";
-    std::fs::write(&task, text.replace(cylinder, wall)).unwrap();
+    let task = cylinder_task_with(d.path(), "low_wall", wall);
     let (task, demos, m) = (
         task.to_str().unwrap(),
         d.path().join("wall.csv").to_str().unwrap().to_string(),
@@ -1331,12 +1338,8 @@ fn the_filter_reaches_a_goal_beside_a_large_learned_region_whose_hull_would_cove
     // and its boundary runs 3-4 mm from the goal. The star-shaped hull of that region, widened
     // across its rays, covered the goal, and no filtered run reached it.
     let d = tempfile::tempdir().unwrap();
-    let cylinder = "  - {kind: cylinder, center: [0.55, 0.0], radius: 0.04}";
-    let task = renamed(d.path(), "reach_obstacle_3d", "shelf_reach");
-    let text = std::fs::read_to_string(&task).unwrap();
-    assert!(text.contains(cylinder));
     let shelf = "  - {kind: box, center: [0.55, 0.02, 0.05], half_extents: [0.03, 0.05, 0.06]}";
-    std::fs::write(&task, text.replace(cylinder, shelf)).unwrap();
+    let task = cylinder_task_with(d.path(), "shelf_reach", shelf);
     let (task, demos, m) = (
         task.to_str().unwrap(),
         d.path().join("shelf.csv").to_str().unwrap().to_string(),

@@ -679,6 +679,17 @@ pub(crate) mod tests {
         ConstraintModel::from_learned(&t, &d, &cfg, seed, &l)
     }
 
+    /// x of the learned cylinder's front face on the line y 0, z 0.05 (to the millimetre, outside).
+    fn learned_front_face() -> f64 {
+        let m = cylinder();
+        let mut scratch = crate::learn::network::Scratch::default();
+        let mut x = 0.45;
+        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut scratch) >= 0.5 {
+            x += 0.001;
+        }
+        x
+    }
+
     fn filter() -> SafetyFilter {
         let mut f = SafetyFilter::new(FilterConfig::default());
         f.set_model(cylinder()).unwrap();
@@ -803,12 +814,7 @@ pub(crate) mod tests {
         // At the face, commanded straight into it, the filter slides the command along the face:
         // that is a way round (a quarter of the command's headway), not being held back. The
         // headway is the filter's output, not the robot's motion (here the pose stays where it is).
-        let m = cylinder();
-        let mut scratch = crate::learn::network::Scratch::default();
-        let mut x = 0.45;
-        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut scratch) >= 0.5 {
-            x += 0.001;
-        }
+        let x = learned_front_face();
         let mut f = filter();
         for k in 0..200 {
             let t = k as f64 * 0.01;
@@ -880,12 +886,7 @@ pub(crate) mod tests {
     #[test]
     fn a_robot_moved_elsewhere_after_forget_motion_is_not_held_back_by_its_last_run() {
         // Held back just inside the learned obstacle's face for over a second, as above.
-        let m = cylinder();
-        let mut scratch = crate::learn::network::Scratch::default();
-        let mut x = 0.45;
-        while m.network.zeta(&[x + 0.001, 0.0, 0.05], &mut scratch) >= 0.5 {
-            x += 0.001;
-        }
+        let x = learned_front_face();
         let mut f = filter();
         let inside = [x + 0.01, 0.0, 0.05];
         let mut t = 0.0;
