@@ -327,7 +327,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 move |m: ConstraintModel| {
                     let mut msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
                     let prepared = SafetyFilter::prepare(&config, Arc::new(m))?;
-                    if let Some(axis) = prepared.turned_axis(&config) {
+                    if let Some(axis) = prepared.turned_axis() {
                         msg += &format!(
                             "; its largest learned obstacle runs through the workspace along \
                              {axis:?}: round that axis instead of reference_axis (over it, not along it)"

@@ -265,16 +265,8 @@ pub struct PreparedModel {
 impl PreparedModel {
     /// The axis the hulls were turned to, when it is not the configured `reference_axis` (a
     /// learned wall across the workspace): for the node to say so when it loads the model.
-    pub fn turned_axis(&self, config: &FilterConfig) -> Option<&[f64]> {
-        let (turned, configured) = (self.references.axis()?, config.reference_axis.as_ref()?);
-        let n = configured.iter().map(|c| c * c).sum::<f64>().sqrt();
-        let cos: f64 = turned
-            .iter()
-            .zip(configured)
-            .map(|(a, b)| a * b)
-            .sum::<f64>()
-            / n;
-        (cos.abs() < 0.99).then_some(turned)
+    pub fn turned_axis(&self) -> Option<&[f64]> {
+        self.references.turned_axis()
     }
 }
 
@@ -874,13 +866,13 @@ pub(crate) mod tests {
         // The learned cylinder runs through the grid vertically: round the vertical either way.
         let config = FilterConfig::default();
         let p = SafetyFilter::prepare(&config, cylinder()).unwrap();
-        assert_eq!(p.turned_axis(&config), None);
+        assert_eq!(p.turned_axis(), None);
         let across = FilterConfig {
             reference_axis: Some(vec![2.0, 0.0, 0.0]),
             ..config
         };
         let p = SafetyFilter::prepare(&across, cylinder()).unwrap();
-        assert_eq!(p.turned_axis(&across), Some(&[0.0, 0.0, 1.0][..]));
+        assert_eq!(p.turned_axis(), Some(&[0.0, 0.0, 1.0][..]));
     }
 
     #[test]

@@ -86,6 +86,8 @@ pub struct ReferencePoints {
     label: Vec<usize>,
     /// Per obstacle, its hull tabulated around the axis (with an axis, in 3-D).
     hulls: Vec<Option<Hull>>,
+    /// Whether [`Self::of_model_turned`] turned the axis from the configured one.
+    turned: bool,
 }
 
 impl std::fmt::Debug for ReferencePoints {
@@ -126,13 +128,17 @@ impl ReferencePoints {
             let n = configured.iter().map(|c| c * c).sum::<f64>().sqrt();
             n > 0.0 && (configured.get(k).copied().unwrap_or(0.0) / n).abs() > 0.99
         };
-        let axis: Vec<f64> = match refs.through_axes().as_slice() {
-            &[k] if model.dim() == 3 && !along(k) => {
-                (0..3).map(|i| f64::from(u8::from(i == k))).collect()
-            }
-            _ => configured.to_vec(),
+        let through = match refs.through_axes().as_slice() {
+            &[k] if model.dim() == 3 && !along(k) => Some(k),
+            _ => None,
         };
-        refs.tabulated(model, &axis)
+        let axis: Vec<f64> = match through {
+            Some(k) => (0..3).map(|i| f64::from(u8::from(i == k))).collect(),
+            None => configured.to_vec(),
+        };
+        let mut refs = refs.tabulated(model, &axis);
+        refs.turned = through.is_some();
+        refs
     }
 
     /// The coordinate axes along which the largest learned obstacle (the most grid cells) touches
@@ -286,6 +292,7 @@ impl ReferencePoints {
             grid: Some(grid.clone()),
             label,
             hulls: Vec::new(),
+            turned: false,
         }
     }
 
@@ -302,6 +309,11 @@ impl ReferencePoints {
     /// The direction along which the obstacles are taken to extend, if any (unit).
     pub fn axis(&self) -> Option<&[f64]> {
         self.axis.as_deref()
+    }
+
+    /// The axis [`Self::of_model_turned`] turned to, when it was not the configured one.
+    pub fn turned_axis(&self) -> Option<&[f64]> {
+        self.axis.as_deref().filter(|_| self.turned)
     }
 
     /// The reference point of region `id` for a robot at `x`.
