@@ -549,6 +549,15 @@ fn models_of_the_wrong_dimension_or_corrupt_files_are_refused() {
             text_of.replacen("\"tolerance\":0.01}", "\"tolerance\":-0.01}", 1),
             "goal.tolerance",
         ),
+        (
+            "demonstrated.json",
+            text_of.replacen(
+                "\"demonstrated_states\":[[",
+                "\"demonstrated_states\":[[0.5],[",
+                1,
+            ),
+            "demonstrated_states",
+        ),
     ] {
         assert_ne!(content, text_of, "{name}: nothing replaced");
         let p = d.path().join(name);
@@ -840,6 +849,22 @@ fn a_filtered_run_held_back_across_the_vertical_goes_over_or_under_the_learned_o
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
     assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
+}
+
+#[test]
+fn filtered_runs_slide_round_the_side_of_a_learned_obstacle_the_demonstrations_passed() {
+    // A generated 3-D task (suite seed 8): a box 2 cm from the workspace's south edge, merged with a
+    // cylinder; every demonstration goes over or under the box, none round its south side. The
+    // learned box ends short of the true one there, and the filter slid runs from the southern
+    // starts round that side, inside the true box (3.8 % of the steps, 10 of 30 episodes).
+    let d = suite("8", "10");
+    let name = "suite8_3D_02";
+    let (_, m, _) = learn_and_eval_suite_task(d, name, "0");
+    let task = d.join(format!("{name}.yaml"));
+    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
+    let v = eval_json(task, m, &["--filter", "--seed", "0"]);
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.002, "{name}: {v}");
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
 }
 
 #[test]

@@ -326,6 +326,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let (config, path) = (f.borrow().config.clone(), path.clone());
                 move |m: ConstraintModel| {
                     let mut msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
+                    if m.workspace.is_some() && m.demonstrated_states.is_empty() {
+                        msg += "; it holds no demonstrated states (an older model file): its hulls \
+                                do not lie farther out at faces no demonstration passed; learn it \
+                                again for that";
+                    }
                     let prepared = SafetyFilter::prepare(&config, Arc::new(m))?;
                     if let Some(axis) = prepared.turned_axis() {
                         msg += &format!(

@@ -82,6 +82,11 @@ pub struct ConstraintModel {
     pub starts: Vec<Vec<f64>>,
     /// The reliable infeasible states of all iterations (the memory buffer M).
     pub memory_buffer: Vec<Vec<f64>>,
+    /// Position constraints: the demonstrated states (feature space), so that the safety filter
+    /// can tell the sides of a learned obstacle the demonstrations passed from those they never
+    /// came near ([`crate::policy::reference::Support`]). Absent: older files, velocity constraints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub demonstrated_states: Vec<Vec<f64>>,
     pub summary: TrainingSummary,
 }
 
@@ -155,6 +160,14 @@ impl ConstraintModel {
             seed,
             starts: learned.starts.clone(),
             memory_buffer: learned.memory_buffer.rows().map(<[f64]>::to_vec).collect(),
+            demonstrated_states: match PolicySpace::of(task) {
+                Ok(PolicySpace::Position) => demos
+                    .feature_points(task)
+                    .chunks(task.feature_dim())
+                    .map(<[f64]>::to_vec)
+                    .collect(),
+                _ => Vec::new(),
+            },
             summary: TrainingSummary {
                 iterations: learned.history.len(),
                 stop_reason: learned.stop_reason.clone(),
@@ -313,15 +326,19 @@ impl ConstraintModel {
             .validate(Some(self.dim()))
             .map_err(|e| bad("dsm", e))?;
         self.settings.validate().map_err(|e| bad("settings", e))?;
-        if self
-            .memory_buffer
-            .iter()
-            .any(|p| p.len() != self.dim() || p.iter().any(|v| !v.is_finite()))
-        {
-            return Err(bad(
-                "memory_buffer",
-                format!("every point needs {} finite values", self.dim()),
-            ));
+        for (field, points) in [
+            ("memory_buffer", &self.memory_buffer),
+            ("demonstrated_states", &self.demonstrated_states),
+        ] {
+            if points
+                .iter()
+                .any(|p| p.len() != self.dim() || p.iter().any(|v| !v.is_finite()))
+            {
+                return Err(bad(
+                    field,
+                    format!("every point needs {} finite values", self.dim()),
+                ));
+            }
         }
         if let Some(g) = &self.goal {
             if g.position.len() != self.dim() || g.position.iter().any(|v| !v.is_finite()) {
