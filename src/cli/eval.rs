@@ -36,6 +36,10 @@ pub struct EvalArgs {
     /// List the first violating state of every violating episode.
     #[arg(long)]
     show_violations: bool,
+    /// List where every episode that ended short of the goal ended, and (with --filter) whether
+    /// the filter was holding its command back there.
+    #[arg(long)]
+    show_short: bool,
     /// A CRL policy file (`pucl learn --policy crl --policy-out`): its episodes give the unsafe rate.
     #[arg(long, conflicts_with = "filter")]
     policy: Option<PathBuf>,
@@ -214,6 +218,16 @@ pub fn run(a: EvalArgs) -> Result<()> {
     if a.show_violations {
         for (ep, step, s) in &e.first_violations {
             eprintln!("episode {ep}: first violation at step {step}, state {s:?}");
+        }
+    }
+    if a.show_short {
+        for (ep, s, held) in &e.short_of_goal {
+            let why = if *held {
+                ", held back by the filter"
+            } else {
+                ""
+            };
+            eprintln!("episode {ep}: ended short of the goal at {s:?}{why}");
         }
     }
     Ok(())

@@ -128,6 +128,10 @@ pub struct Evaluation {
     /// (episode, step, state) of the first violating step of each violating episode.
     #[serde(skip)]
     pub first_violations: Vec<(usize, usize, Vec<f64>)>,
+    /// (episode, final state, held back) of each episode that ended short of the goal; held back:
+    /// through the safety filter, ending with the filter reporting the command held back.
+    #[serde(skip)]
+    pub short_of_goal: Vec<(usize, Vec<f64>, bool)>,
     /// Through the safety filter: why no filtered run from outside its margin can reach the goal,
     /// if none can.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -303,6 +307,7 @@ pub fn evaluate_filtered(
     let mut sim = Simulator::new(task);
     let mut trajs = Vec::with_capacity(episodes);
     let (mut held_back, mut started_within_margin) = (0, 0);
+    let mut held_at_end = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
         let p = task.position_of(&s);
         started_within_margin += usize::from(safety.unreachable([p[0], p[1], p[2]]).is_some());
@@ -332,13 +337,18 @@ pub fn evaluate_filtered(
         };
         sim.rollout_for(steps, &s, &mut drive, &mut t);
         held_back += usize::from(held && !t.reached_goal);
+        held_at_end.push(held);
         trajs.push(t);
+    }
+    let mut e = Evaluation::of(task, c, &trajs);
+    for (episode, _, held) in &mut e.short_of_goal {
+        *held = held_at_end[*episode];
     }
     Ok(Evaluation {
         goal_blocked,
         held_back: held_back as f64 / trajs.len().max(1) as f64,
         started_within_margin: started_within_margin as f64 / trajs.len().max(1) as f64,
-        ..Evaluation::of(task, c, &trajs)
+        ..e
     })
 }
 
@@ -409,6 +419,12 @@ impl Evaluation {
                         .position(|v| *v)
                         .map(|i| (e, i, t.state(i).to_vec()))
                 })
+                .collect(),
+            short_of_goal: trajs
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| !t.reached_goal)
+                .map(|(e, t)| (e, t.final_state.clone(), false))
                 .collect(),
             goal_blocked: None,
         }
