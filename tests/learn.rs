@@ -868,6 +868,56 @@ fn filtered_runs_slide_round_the_side_of_a_learned_obstacle_the_demonstrations_p
 }
 
 #[test]
+fn filtered_runs_reach_a_goal_within_the_margin_of_a_learned_obstacle_and_those_short_of_it_are_listed()
+ {
+    // A generated 3-D task (suite seed 9) whose learned obstacle comes within the filter's margin
+    // of the goal: keeping the whole margin up to the goal, every filtered run of learning seed 0
+    // stopped 1.05 cm from it (tolerance 1 cm), held back.
+    let d = suite("9", "10");
+    let name = "suite9_3D_06";
+    let (_, m, _) = learn_and_eval_suite_task(d, name, "0");
+    let task = d.join(format!("{name}.yaml"));
+    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
+    let args = [
+        "eval",
+        "--task",
+        task,
+        "--model",
+        m,
+        "--filter",
+        "--seed",
+        "0",
+        "--episodes",
+        "30",
+        "--json",
+        "--show-short",
+    ];
+    let o = pucl(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let goal = v["goal_reached"].as_f64().unwrap();
+    assert!(goal >= 0.9, "{name}: {v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
+    // --show-short lists every episode that ended short of the goal, and whether the filter held
+    // it back there, as the JSON counts them.
+    let said = stderr(&o);
+    let short: Vec<&str> = said
+        .lines()
+        .filter(|l| l.contains("ended short of the goal at"))
+        .collect();
+    assert_eq!(
+        short.len(),
+        ((1.0 - goal) * 30.0).round() as usize,
+        "{said}"
+    );
+    let held = short
+        .iter()
+        .filter(|l| l.ends_with("held back by the filter"));
+    let held_back = v["held_back"].as_f64().unwrap();
+    assert_eq!(held.count(), (held_back * 30.0).round() as usize, "{said}");
+}
+
+#[test]
 fn a_low_wall_across_the_workspace_is_passed_over_through_the_filter_not_round_its_far_ends() {
     // The cylinder task with a wall 6 cm high across the whole workspace instead, as a user writes
     // it (derived settings): the demonstrations all go over it. Round the vertical the filter slid

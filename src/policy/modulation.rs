@@ -112,6 +112,54 @@ pub struct DsmConfig {
     /// none: along zeta's full gradient.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub around_axis: Option<Vec<f64>>,
+    /// With the swept lookahead: the margin near a goal within the margin of the learned obstacle
+    /// ([`GoalMargin`]), read at every point of the path, whose end may lie nearer the goal than
+    /// where the robot is. The safety filter sets it; never in a model file.
+    #[serde(skip)]
+    pub goal_margin: Option<GoalMargin>,
+}
+
+/// A goal within the margin of the learned obstacle: the demonstrations end there, so the task asks
+/// the robot to go there, and near it the margin shrinks, from the whole margin a goal tolerance and
+/// two margins away (the band a robot crosses to come within the tolerance) to half the goal's
+/// clearance at the goal. Not a cone of slope one as around a demonstrated state
+/// ([`DemonstratedClearance`]): zeta's distance estimate falls faster than the distance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GoalMargin {
+    pub goal: Vec<f64>,
+    /// The goal's clearance from the learned boundary (zeta's distance estimate).
+    pub clearance: f64,
+    /// The whole margin, kept from `reach` away from the goal on.
+    pub full: f64,
+    pub reach: f64,
+}
+
+impl GoalMargin {
+    /// None where the goal keeps at least twice `margin` from the learned boundary (the margin
+    /// stays whole) or lies inside the learned obstacle. `grad`: a buffer of the goal's length.
+    pub fn of<F: Feasibility + ?Sized>(
+        net: &F,
+        goal: &[f64],
+        tolerance: f64,
+        margin: f64,
+        grad: &mut [f64],
+        scratch: &mut Scratch,
+    ) -> Option<Self> {
+        let clearance = DemonstratedClearance::tight(net, goal, margin, grad, scratch)?;
+        Some(GoalMargin {
+            goal: goal.to_vec(),
+            clearance,
+            full: margin,
+            reach: tolerance + 2.0 * margin,
+        })
+    }
+
+    /// The margin at `x`.
+    pub fn at(&self, x: &[f64]) -> f64 {
+        let r = crate::geometry::distance(x, &self.goal) / self.reach;
+        let low = 0.5 * self.clearance;
+        self.full.min(low + (self.full - low) * r.min(1.0))
+    }
 }
 
 /// Demonstrated states that keep less than twice the margin from the learned boundary (feature
@@ -292,6 +340,7 @@ impl Default for DsmConfig {
             swept_lookahead: false,
             workspace: None,
             around_axis: None,
+            goal_margin: None,
         }
     }
 }
@@ -691,6 +740,10 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
             }
             let ln = f.logit_grad(&s.next, &mut s.next_grad, &mut s.net);
             let there = boundary_distance(ln, &s.next_grad);
+            let margin = match &cfg.goal_margin {
+                Some(g) if star.is_none() => g.at(&s.next),
+                _ => margin,
+            };
             // Deeper is a lower logit, not a shorter distance estimate: the estimate (logit over
             // gradient) falls where the network steepens, sideways or outwards, and rises where it
             // flattens inwards, so comparing estimates stopped robots that moved along or away from
@@ -995,9 +1048,9 @@ pub struct DsmPolicy<'a> {
     cfg: &'a DsmConfig,
     /// The settings with this step's margin (lowered near demonstrated states and the goal).
     local: DsmConfig,
-    /// The goal's distance from the learned boundary, measured on the first step (None before it;
-    /// Some(None) where the goal is no nearer than twice the margin, so the margin stays whole).
-    goal_clearance: Option<Option<f64>>,
+    /// The margin near the goal, measured on the first step (None before it; Some(None) where the
+    /// goal is no nearer than twice the margin, so the margin stays whole).
+    goal_margin: Option<Option<GoalMargin>>,
     space: PolicySpace,
     goal: Vec<f64>,
     step: f64,
@@ -1082,7 +1135,7 @@ impl<'a> DsmPolicy<'a> {
             net,
             cfg,
             local: cfg.clone(),
-            goal_clearance: None,
+            goal_margin: None,
             space,
             goal: task.goal().to_vec(),
             step: task.spec.dynamics.dt * task.spec.dynamics.velocity_scale,
@@ -1124,7 +1177,7 @@ impl<'a> DsmPolicy<'a> {
     /// Aim at another goal (constraint transfer).
     pub fn with_goal(mut self, goal: &[f64]) -> Self {
         self.goal = goal.to_vec();
-        self.goal_clearance = None;
+        self.goal_margin = None;
         self
     }
 }
@@ -1207,22 +1260,16 @@ impl Policy for DsmPolicy<'_> {
                     Some(dc) => dc.margin_at(&self.x, self.cfg.safety_margin),
                     None => self.cfg.safety_margin,
                 };
-                // A goal within the margin of the learned obstacle: the task asks the robot to go
-                // there, so near it the margin shrinks, from the whole margin a goal tolerance and
-                // two margins away (the band the robot has to cross to come within the tolerance)
-                // to half the goal's clearance at the goal. Not a cone of slope one as around a
-                // demonstrated state: zeta's distance estimate falls faster than the distance.
+                // A goal within the margin of the learned obstacle is one the task asks for.
                 let goal = &self.goal;
-                let clearance = *self.goal_clearance.get_or_insert_with(|| {
+                let tolerance = self.task.spec.goal.tolerance;
+                let near_goal = self.goal_margin.get_or_insert_with(|| {
                     let (margin, s) = (self.cfg.safety_margin, &mut self.scratch);
                     s.grad.resize(goal.len(), 0.0);
-                    DemonstratedClearance::tight(net, goal, margin, &mut s.grad, &mut s.net)
+                    GoalMargin::of(net, goal, tolerance, margin, &mut s.grad, &mut s.net)
                 });
-                if let Some(c) = clearance {
-                    let full = self.cfg.safety_margin;
-                    let reach = self.task.spec.goal.tolerance + 2.0 * full;
-                    let r = crate::geometry::distance(&self.x, goal) / reach;
-                    margin = margin.min(0.5 * c + (full - 0.5 * c) * r.min(1.0));
+                if let Some(g) = near_goal {
+                    margin = margin.min(g.at(&self.x));
                 }
                 self.local.safety_margin = margin;
                 safe_velocity(
