@@ -717,6 +717,24 @@ pub(crate) mod tests {
         x
     }
 
+    /// |y| of `m`'s learned boundary from the cylinder's axis along `sign` y at x 0.55, z 0.06 (the
+    /// first feasible point, bisected to well below a micrometre).
+    fn learned_side_face(m: &ConstraintModel, sign: f64) -> f64 {
+        let mut s = crate::learn::network::Scratch::default();
+        let at = |y: f64| [0.55, sign * y, 0.06];
+        let (mut lo, mut hi) = (0.0, 0.12);
+        assert!(m.network.zeta(&at(lo), &mut s) < 0.5 && m.network.zeta(&at(hi), &mut s) >= 0.5);
+        for _ in 0..40 {
+            let mid = 0.5 * (lo + hi);
+            if m.network.zeta(&at(mid), &mut s) < 0.5 {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        hi
+    }
+
     fn filter() -> SafetyFilter {
         let mut f = SafetyFilter::new(FilterConfig::default());
         f.set_model(cylinder()).unwrap();
@@ -1272,19 +1290,9 @@ pub(crate) mod tests {
         let m = cylinder();
         let margin = m.dsm.safety_margin;
         assert!(margin > 0.0);
-        let mut s = crate::learn::network::Scratch::default();
         // The learned boundary along +y from the cylinder's axis, at z = 0.06.
         let at = |y: f64| [0.55, y, 0.06];
-        let (mut lo, mut hi) = (0.0, 0.12);
-        assert!(m.network.zeta(&at(lo), &mut s) < 0.5 && m.network.zeta(&at(hi), &mut s) >= 0.5);
-        for _ in 0..40 {
-            let mid = 0.5 * (lo + hi);
-            if m.network.zeta(&at(mid), &mut s) < 0.5 {
-                lo = mid;
-            } else {
-                hi = mid;
-            }
-        }
+        let hi = learned_side_face(&m, 1.0);
         for hulls in [true, false] {
             let mut f = SafetyFilter::new(FilterConfig {
                 auto_reference: hulls,
@@ -1313,20 +1321,13 @@ pub(crate) mod tests {
         // runs stopped a few millimetres outside its tolerance, held back.
         let mut m = (*cylinder()).clone();
         let margin = m.dsm.safety_margin;
-        let mut s = crate::learn::network::Scratch::default();
         // Within the margin of the learned boundary along +y (or -y) from the cylinder's axis.
-        let mut within = |sign: f64| {
-            let at = |y: f64| [0.55, sign * y, 0.06];
-            let (mut lo, mut hi) = (0.0, 0.12);
-            for _ in 0..40 {
-                let mid = 0.5 * (lo + hi);
-                if m.network.zeta(&at(mid), &mut s) < 0.5 {
-                    lo = mid;
-                } else {
-                    hi = mid;
-                }
-            }
-            at(hi + 0.4 * margin)
+        let within = |sign: f64| {
+            [
+                0.55,
+                sign * (learned_side_face(&m, sign) + 0.4 * margin),
+                0.06,
+            ]
         };
         let (goal, far) = (within(1.0), within(-1.0));
         m.goal = Some(crate::deploy::model::ModelGoal {
