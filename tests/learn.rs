@@ -1327,6 +1327,13 @@ fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_
         let (a, b) = (m[key].as_f64().unwrap(), mm[key].as_f64().unwrap());
         assert!((a - b).abs() < 0.01, "{key}: metres {m}, millimetres {mm}");
     }
+    // The DSM policy reads its nominal DS in metres: as fast to the goal in either unit (it once
+    // took half as many steps in mm, never slowing down near the goal).
+    let (a, b) = (m["steps"].as_f64().unwrap(), mm["steps"].as_f64().unwrap());
+    assert!(
+        (a - b).abs() <= 0.01 * a,
+        "steps: metres {m}, millimetres {mm}"
+    );
     // The default nominal speed is 0.25 m/s in the task's unit: 250 mm/s, not 0.25.
     for f in [m_filtered, mm_filtered] {
         assert!(f["goal_reached"].as_f64().unwrap() >= 0.95, "{f}");

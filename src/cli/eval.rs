@@ -30,7 +30,8 @@ pub struct EvalArgs {
     /// that stalled in front of a learned obstacle and were guided round it), with --filter
     /// held_back (the fraction that ended short of the goal with the filter reporting the command
     /// held back by the learned constraint) and started_within_margin (the fraction that started
-    /// inside the learned obstacle or within the filter's margin of it), mean_return.
+    /// inside the learned obstacle or within the filter's margin of it), mean_return, steps (the
+    /// steps of all episodes: the unsafe rate's denominator, and how long the runs took).
     #[arg(long)]
     json: bool,
     /// List the first violating state of every violating episode.
@@ -154,6 +155,7 @@ pub fn run(a: EvalArgs) -> Result<()> {
             "held_back": a.filter.then_some(e.held_back),
             "started_within_margin": a.filter.then_some(e.started_within_margin),
             "mean_return": e.mean_return,
+            "steps": e.unsafe_counts.steps,
         });
         println!("{v}");
     } else {

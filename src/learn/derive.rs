@@ -99,7 +99,9 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
                 ActionLimit::Norm(c) => *c,
                 ActionLimit::Box(b) => b.iter().cloned().fold(0.0, f64::max),
             };
-            dsm.gain = widest / (3.0 * task.spec.goal.tolerance);
+            // The nominal DS reads positions in metres (DsmConfig::gain).
+            let metres = task.metres_per_position_unit().unwrap_or(1.0);
+            dsm.gain = widest / (3.0 * task.spec.goal.tolerance * metres);
             dsm.normalize_above = None;
             out.push(Derived {
                 key: "dsm.gain",

@@ -36,7 +36,8 @@ pub fn boundary_distance(logit: f64, grad: &[f64]) -> f64 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DsmConfig {
-    /// Nominal DS f(s) = -gain (p - goal), in action units.
+    /// Nominal DS f(s) = -gain (p - goal), in action units, with p in metres (the task's position
+    /// `units`; none: metres), so that a task written in cm or mm moves as the same task in m.
     pub gain: f64,
     /// Gamma = (1 + 10 max(zeta - 0.5, 0))^(1/rho); the reference uses 0.2 (2 for the transfer task).
     pub rho: f64,
@@ -60,7 +61,8 @@ pub struct DsmConfig {
     /// Absent from older model files: off.
     #[serde(default)]
     pub keep_direction: bool,
-    /// No modulation where |grad zeta| is below this (flat network: no boundary information).
+    /// No modulation where |grad zeta| is below this (flat network: no boundary information); per
+    /// metre for position constraints (per position unit in the library's `safe_velocity`).
     #[serde(default = "default_min_gradient")]
     pub min_gradient: f64,
     /// Sampled-data safeguard: predict the next position; if it would enter the learned obstacle, drop
@@ -1065,6 +1067,9 @@ pub struct DsmPolicy<'a> {
     recent: Vec<f64>,
     recent_at: usize,
     guided: bool,
+    /// Metres per position unit: the nominal DS and `min_gradient` are in metres, so that the same
+    /// task written in cm or mm is driven the same way (1 where the units are not m, cm or mm).
+    metres: f64,
 }
 
 /// The guide takes over when the robot has covered less than this fraction of the nominal speed's
@@ -1130,11 +1135,17 @@ impl<'a> DsmPolicy<'a> {
     pub fn new(task: &'a Task, net: Option<&'a Mlp>, cfg: &'a DsmConfig) -> Result<Self, String> {
         let space = PolicySpace::of(task)?;
         let d = task.feature_dim();
+        let metres = task.metres_per_position_unit().unwrap_or(1.0);
+        let mut local = cfg.clone();
+        if space == PolicySpace::Position {
+            // zeta's gradient per position unit is per metre times metres per unit.
+            local.min_gradient *= metres;
+        }
         Ok(DsmPolicy {
             task,
             net,
             cfg,
-            local: cfg.clone(),
+            local,
             goal_margin: None,
             space,
             goal: task.goal().to_vec(),
@@ -1149,6 +1160,7 @@ impl<'a> DsmPolicy<'a> {
             recent: Vec::new(),
             recent_at: 0,
             guided: false,
+            metres,
         })
     }
 
@@ -1201,7 +1213,7 @@ impl DsmPolicy<'_> {
         self.recent_at = (self.recent_at + 1) % window;
         // What the nominal system covers here in a second (as `normalize_speed` sets its speed): it
         // slows down near the goal.
-        let raw = self.cfg.gain * crate::geometry::distance(&self.pos, &self.goal);
+        let raw = self.cfg.gain * self.metres * crate::geometry::distance(&self.pos, &self.goal);
         let speed = match self.cfg.normalize_above {
             Some(above) if raw > above => self.cfg.speed,
             _ => raw,
@@ -1215,7 +1227,7 @@ impl DsmPolicy<'_> {
 impl Policy for DsmPolicy<'_> {
     fn act(&mut self, state: &[f64], action: &mut [f64]) {
         for (k, &i) in self.task.position_idx.iter().enumerate() {
-            action[k] = -self.cfg.gain * (state[i] - self.goal[k]);
+            action[k] = -self.cfg.gain * self.metres * (state[i] - self.goal[k]);
             self.pos[k] = state[i];
         }
         if let Some(guide) = self.guide
