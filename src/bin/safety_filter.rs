@@ -325,6 +325,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             move || {
                 let (config, path) = (f.borrow().config.clone(), path.clone());
                 move |m: ConstraintModel| {
+                    if let Some(e) = m.not_in_metres() {
+                        return Err(e);
+                    }
                     let mut msg = format!("loaded {path}: task {}, {} inputs", m.task, m.dim());
                     if m.workspace.is_some() && m.demonstrated_states.is_empty() {
                         msg += "; it holds no demonstrated states (an older model file): its hulls \

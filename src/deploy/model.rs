@@ -394,6 +394,13 @@ impl ConstraintModel {
         Ok(())
     }
 
+    /// Why ROS's metres (REP 103) cannot be fed to this model as they come: a feature in cm or mm,
+    /// from a task written in those units. None where every unit is metres (m, m/s, "0.48 m/s") or
+    /// no unit is given.
+    pub fn not_in_metres(&self) -> Option<String> {
+        not_in_metres(&self.features)
+    }
+
     pub fn load(path: &Path) -> Result<ConstraintModel> {
         let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
         if text.trim().is_empty() {
@@ -410,6 +417,20 @@ impl ConstraintModel {
             .map_err(|e| Error::Invalid(format!("serializing the model: {e}")))?;
         write_atomic(path, text.as_bytes())
     }
+}
+
+/// See [`ConstraintModel::not_in_metres`].
+pub fn not_in_metres(features: &[FeatureInfo]) -> Option<String> {
+    features.iter().find_map(|f| {
+        let unit = f.unit.as_deref()?.split_whitespace().last()?;
+        ["cm", "mm", "cm/s", "mm/s"].contains(&unit).then(|| {
+            format!(
+                "feature '{}' is in {unit}, but ROS poses and twists are in metres (REP 103): learn \
+                 the model from the task written in metres",
+                f.name
+            )
+        })
+    })
 }
 
 /// The learned constraint sampled at the centres of a regular grid (cell i: axis k index
@@ -471,5 +492,40 @@ impl CellGrid {
             let above = (c + 1 < self.n).then(|| i + stride);
             below.into_iter().chain(above)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn features(units: &[Option<&str>]) -> Vec<FeatureInfo> {
+        units
+            .iter()
+            .enumerate()
+            .map(|(index, u)| FeatureInfo {
+                name: ["x", "y", "z"][index].into(),
+                unit: u.map(str::to_string),
+                source: "state".into(),
+                index,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_model_in_cm_or_mm_is_named_as_not_in_ross_metres_and_metres_or_no_unit_pass() {
+        assert_eq!(
+            not_in_metres(&features(&[Some("m"), Some("m"), None])),
+            None
+        );
+        assert_eq!(not_in_metres(&features(&[Some("0.48 m/s"); 3])), None);
+        let e = not_in_metres(&features(&[Some("m"), Some("mm"), Some("mm")])).unwrap();
+        assert!(
+            e.contains("'y'") && e.contains("mm") && e.contains("REP 103"),
+            "{e}"
+        );
+        let e = not_in_metres(&features(&[Some("480 mm/s"); 3])).unwrap();
+        assert!(e.contains("'x'") && e.contains("mm/s"), "{e}");
+        assert!(not_in_metres(&features(&[Some("cm"); 3])).is_some());
     }
 }

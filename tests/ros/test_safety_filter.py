@@ -17,7 +17,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from std_srvs.srv import SetBool, Trigger
 
-from conftest import BIN, call_repeatable, query_cli, wait_for
+from conftest import BIN, ROOT, call_repeatable, pucl, query_cli, wait_for
 
 
 class Harness:
@@ -274,6 +274,43 @@ def test_reloads_under_1khz_commands_leave_no_gap_and_a_failed_reload_is_diagnos
     assert wait_for(h.node, lambda: any(s.level == b"\x02" or s.level == 2 for a in h.diag for s in a.status
                                         if "not (re)loaded" in s.message), 3)
     assert h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])[0] > 0
+
+
+def model_in_millimetres(tmp_path):
+    """A model of the cylinder task written in millimetres (expert demonstrations, derived settings)."""
+    t = yaml.safe_load((ROOT / "config/tasks/reach_obstacle_3d.yaml").read_text())
+    mm = lambda v: [mm(c) for c in v] if isinstance(v, list) else 1000.0 * v
+    t["name"] = "mm_obstacle_3d"
+    t["units"] = {k: ("mm" if v == "m" else v.replace(" m/s", " mm/s").replace("0.48", "480"))
+                  for k, v in t["units"].items()}
+    d = t["dynamics"]
+    d["velocity_scale"], d["bounds"] = mm(d["velocity_scale"]), {k: mm(v) for k, v in d["bounds"].items()}
+    t["goal"] = {k: mm(v) for k, v in t["goal"].items()}
+    t["starts"], t["start_jitter"] = mm(t["starts"]), mm(t["start_jitter"])
+    t["reward"]["goal_bonus"] = mm(t["reward"]["goal_bonus"])
+    t["expert"]["margin"] = mm(t["expert"]["margin"])
+    for c in t["true_constraint"]:
+        c["center"], c["radius"] = mm(c["center"]), mm(c["radius"])
+    for axis in t["evaluation"]["grid"]:
+        axis["min"], axis["max"] = mm(axis["min"]), mm(axis["max"])
+    task, demos, model = tmp_path / "mm.yaml", tmp_path / "mm.csv", tmp_path / "mm.json"
+    task.write_text(yaml.safe_dump(t))
+    pucl("demos", "generate", "--task", task, "--count", "12", "--out", demos)
+    pucl("learn", "--task", task, "--demos", demos, "--out", model)
+    return model
+
+
+def test_a_model_learned_in_millimetres_is_refused_naming_the_unit_and_the_output_is_zero(start_node, tmp_path):
+    # Poses arrive in metres (REP 103): fed to a model in mm, 0.35 m would read as 0.35 mm.
+    model = model_in_millimetres(tmp_path)
+    h = Harness(start_node, str(model), publish_period=0.02)
+    out = h.respond([0.35, -0.09, 0.05], [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])
+    assert out == [0.0] * 6 and h.diagnosed("no constraint model")
+    reload = h.node.create_client(Trigger, "/safety_filter/reload")
+    assert reload.wait_for_service(timeout_sec=10)
+    r = call_repeatable(h.node, reload, Trigger.Request())
+    assert not r.success and "'x' is in mm" in r.message and "REP 103" in r.message, r.message
+    assert h.diagnosed("not (re)loaded")
 
 
 ROS2 = Path(sys.executable).parent / "ros2"
