@@ -612,6 +612,7 @@ impl SafetyFilter {
             dsm.leave_inside = true;
             dsm.swept_lookahead = true;
             dsm.push_outward = false;
+            dsm.climb_out = false;
             dsm.workspace = model.workspace.clone();
             // The configured axis, or the one the model's hulls were turned to (`of_model_turned`).
             dsm.around_axis = self

@@ -107,8 +107,8 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
                 key: "dsm.gain",
                 value: Setting::Number(dsm.gain),
                 rule: format!(
-                    "saturates the action box ({widest}) until 3 goal tolerances ({}) from the goal",
-                    task.spec.goal.tolerance
+                    "saturates the action box ({widest}) until 3 goal tolerances ({} m) from the goal",
+                    task.spec.goal.tolerance * metres
                 ),
             });
         }

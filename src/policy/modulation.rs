@@ -99,6 +99,13 @@ pub struct DsmConfig {
     /// the robot round the side of another that learning never probed.
     #[serde(default = "yes")]
     pub push_outward: bool,
+    /// With `push_outward`: within the margin each step must also climb back out of it (up to a
+    /// quarter of its length), not only go no deeper, where some push allows it. A robot let into the
+    /// margin where it is lowered (beside a demonstrated state) otherwise slides on at that depth
+    /// where the whole margin applies again. The DSM policy asks it only where the whole margin
+    /// applies; the safety filter keeps its own rule (off).
+    #[serde(default = "yes")]
+    pub climb_out: bool,
     /// With the lookahead: check the whole path over the control period, not only its end point, so
     /// that a fast command cannot jump across a thin learned obstacle. Learning rollouts (short steps)
     /// keep it off; the safety filter, whose horizon covers many centimetres at speed, turns it on.
@@ -339,6 +346,7 @@ impl Default for DsmConfig {
             saddle_escape: false,
             leave_inside: false,
             push_outward: true,
+            climb_out: true,
             swept_lookahead: false,
             workspace: None,
             around_axis: None,
@@ -639,6 +647,9 @@ pub struct ModulationScratch {
     pub next: Vec<f64>,
     pub nominal: Vec<f64>,
     pub outward: Vec<f64>,
+    /// The first velocity the lookahead found not deeper, while it looks for one that climbs back
+    /// out of the margin.
+    pub fallback: Vec<f64>,
 }
 
 /// The modulated, speed-normalized velocity at `x` for the nominal velocity in `v` (in place).
@@ -676,6 +687,11 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         v.iter_mut().for_each(|c| *c = 0.0);
         return None;
     }
+    // How far zeta's estimate puts x from the learned boundary, and the logit's slope there.
+    let (here, slope) = (
+        boundary_distance(logit, &s.grad),
+        s.grad.iter().map(|g| g * g).sum::<f64>().sqrt(),
+    );
     if cfg.leave_inside && logit < 0.0 {
         // Inside the learned obstacle nothing is known to be safe but the way out.
         leave_obstacle(v, &s.grad);
@@ -721,6 +737,16 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
     } else {
         cfg.safety_margin
     };
+    // Within the margin a step must also climb back out of it, by up to RECOVERY of its length: a
+    // robot let in where the margin is lowered (beside a demonstrated state) would otherwise slide
+    // on at that depth where the whole margin applies again. Where no push gets out (a ridge
+    // between two learned obstacles), the first step that goes no deeper is taken, as before.
+    let deficit = if cfg.climb_out && cfg.push_outward && logit > 0.0 && here.is_finite() {
+        (margin - here).max(0.0)
+    } else {
+        0.0
+    };
+    let mut fallback = false;
     for attempt in 0..12 {
         if let Some(ws) = &cfg.workspace {
             ws.keep_inside(x, h, v);
@@ -734,7 +760,8 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         } else {
             1
         };
-        let mut clear = true;
+        let (mut clear, mut not_deeper) = (true, true);
+        let speed = v.iter().map(|c| c * c).sum::<f64>().sqrt();
         for j in 1..=samples {
             let t = h * j as f64 / samples as f64;
             for k in 0..d {
@@ -750,13 +777,24 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
             // gradient) falls where the network steepens, sideways or outwards, and rises where it
             // flattens inwards, so comparing estimates stopped robots that moved along or away from
             // the boundary and let others in.
-            let kept = (ln >= 0.0 && there >= margin) || ln >= logit;
-            if !ln.is_finite() || !kept {
-                clear = false;
+            let outside = ln >= 0.0 && there >= margin;
+            let climb = slope * deficit.min(RECOVERY * t * speed);
+            not_deeper &= ln.is_finite() && (outside || ln >= logit);
+            clear &= ln.is_finite() && (outside || ln >= logit + climb);
+            if !not_deeper {
                 break;
             }
         }
         if clear {
+            return Some(out);
+        }
+        if not_deeper && !fallback {
+            s.fallback.clear();
+            s.fallback.extend_from_slice(v);
+            fallback = true;
+        }
+        if fallback && attempt >= 4 {
+            v.copy_from_slice(&s.fallback);
             return Some(out);
         }
         if star.is_none() && gnorm < cfg.min_gradient {
@@ -797,7 +835,8 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
                 continue;
             }
         }
-        if cfg.push_outward && (1..=4).contains(&attempt) && gnorm > 0.0 {
+        // The first attempt that only failed to climb is pushed at once, not slowed down first.
+        if cfg.push_outward && (attempt >= 1 || fallback) && attempt <= 4 && gnorm > 0.0 {
             // Sliding along a convex boundary loses a little distance each step (its curvature), so
             // within the margin a purely tangential motion is refused and the robot would stall
             // there: push outward, more at each attempt, keeping the tangential motion.
@@ -851,6 +890,10 @@ pub fn leave_obstacle(v: &mut [f64], grad: &[f64]) {
         *vi = s * g / gnorm;
     }
 }
+
+/// Within the margin, the lookahead asks each step to climb back out by this fraction of its length
+/// (the first outward push adds a quarter of the speed along the normal).
+const RECOVERY: f64 = 0.25;
 
 /// The swept lookahead samples the path at half the safety margin, at least this far apart (feature
 /// units) and at most this many times: an obstacle grown by the margin is at least twice the margin
@@ -1284,6 +1327,9 @@ impl Policy for DsmPolicy<'_> {
                     margin = margin.min(g.at(&self.x));
                 }
                 self.local.safety_margin = margin;
+                // Climb back out only where the whole margin applies: where it is lowered (a
+                // corridor the demonstrations used, the goal) the robot may be closer on purpose.
+                self.local.climb_out = self.cfg.climb_out && margin >= self.cfg.safety_margin;
                 safe_velocity(
                     net,
                     &self.x,
@@ -1739,6 +1785,36 @@ mod tests {
             grad[1] = self.k * x[0] * 2.0 * self.a * r[1];
             self.k * x[0] * w
         }
+    }
+
+    #[test]
+    fn a_robot_within_the_margin_climbs_back_out_of_it_while_moving_along_the_boundary() {
+        // The wall x = 0 (logit 100 x); a robot 1 cm from it, inside the 5 cm margin, as one let in
+        // where the margin was lowered, commanded along the wall.
+        let f = SteepeningWall {
+            k: 100.0,
+            a: 0.0,
+            p: [0.0, 0.0],
+        };
+        let run = |climb_out: bool| {
+            let cfg = DsmConfig {
+                safety_margin: 0.05,
+                min_gradient: f64::INFINITY,
+                climb_out,
+                ..DsmConfig::default()
+            };
+            let (mut x, mut s) = ([0.01, 0.0], ModulationScratch::default());
+            for _ in 0..200 {
+                let mut v = [0.0, 1.0];
+                safe_velocity(&f, &x, &mut v, &cfg, Some(0.01), &mut s).unwrap();
+                x = [x[0] + 0.01 * v[0], x[1] + 0.01 * v[1]];
+            }
+            x
+        };
+        let (on, off) = (run(true), run(false));
+        assert!(on[0] >= 0.05 - 1e-9 && on[1] > 1.0, "{on:?}");
+        // Without it, going no deeper is all that is asked: it slides on at 1 cm.
+        assert!((off[0] - 0.01).abs() < 1e-9 && off[1] > 1.0, "{off:?}");
     }
 
     #[test]
