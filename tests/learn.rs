@@ -1037,6 +1037,42 @@ expert: {margin: 2.0}
 ";
 
 #[test]
+fn demonstrations_nothing_shaped_learn_nothing_and_say_why_without_writing_a_model() {
+    // The obstacle lies off every straight way from the starts to the goal: the expert goes
+    // straight, and no proposal can beat a demonstration by cutting a corner.
+    let task = SHOP_FLOOR.replace(
+        "  - {kind: box, center: [3.8, 2.4], half_extents: [0.3, 0.9], rotation_deg: [20.0]}\n",
+        "",
+    );
+    let task = task.replace(
+        "{kind: cylinder, center: [2.2, 1.4], radius: 0.35}",
+        "{kind: cylinder, center: [3.0, 0.35], radius: 0.2}",
+    );
+    let d = tempfile::tempdir().unwrap();
+    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
+    let (t, demos, m) = (file("open.yaml"), file("open.csv"), file("open.json"));
+    std::fs::write(&t, task).unwrap();
+    let o = pucl(&[
+        "demos", "generate", "--task", &t, "--count", "10", "--out", &demos,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = pucl(&["learn", "--task", &t, "--demos", &demos, "--out", &m]);
+    let e = stderr(&o);
+    assert!(!o.status.success() && !e.contains("panicked"), "{e}");
+    // The derived settings come first (d_r from no proposal that left them), the error last.
+    assert!(e.contains("no proposal left the demonstrations"), "{e}");
+    let last = e.lines().last().unwrap_or_default();
+    for piece in [
+        "error: nothing learned",
+        "try a smaller identify.d_r",
+        "nothing shaped them",
+    ] {
+        assert!(last.contains(piece), "expected '{piece}' in: {e}");
+    }
+    assert!(!Path::new(&m).exists(), "a model file was written");
+}
+
+#[test]
 fn runs_let_into_the_margin_beside_a_demonstration_climb_back_out_before_a_corner_of_the_box() {
     // Beside the demonstrations that pass the box's left corner the margin is lowered; runs came in
     // there and slid on along the box's top face at that depth, where the learned face lies 1.5 cm

@@ -261,8 +261,14 @@ pub fn learn_with_oracle_labels(
         }
     }
     if memory_buffer.is_empty() && labeller.keeps_memory_buffer() {
+        let d_r = cfg
+            .identify
+            .d_r
+            .map_or_else(String::new, |d| format!(", now {d:.4}"));
         return Err(Error::Invalid(format!(
-            "nothing learned: {stop_reason} (try a smaller identify.d_r)"
+            "nothing learned: {stop_reason}. If the demonstrations go round something, try a \
+             smaller identify.d_r{d_r}; if they go straight to the goal, nothing shaped them and \
+             there is no constraint to learn from them"
         )));
     }
     if cfg.margin_clear_of_demonstrations && PolicySpace::of(task) == Ok(PolicySpace::Position) {
