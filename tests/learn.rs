@@ -755,17 +755,39 @@ evaluation:
 expert: {margin: 0.01}
 ";
 
+/// A task file a user wrote, in a folder of its own, with expert demonstrations from `pucl demos
+/// generate --count N` (and `extra` options): the paths of the task, the demonstrations and a model.
+struct UserTask {
+    _dir: tempfile::TempDir,
+    task: String,
+    demos: String,
+    model: String,
+}
+
+fn user_task(yaml: &str, count: &str, extra: &[&str]) -> UserTask {
+    let dir = tempfile::tempdir().unwrap();
+    let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
+    let (task, demos, model) = (path("task.yaml"), path("demos.csv"), path("model.json"));
+    std::fs::write(&task, yaml).unwrap();
+    let args = [
+        "demos", "generate", "--task", &task, "--count", count, "--out", &demos,
+    ];
+    let o = pucl(&[&args[..], extra].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+    UserTask {
+        _dir: dir,
+        task,
+        demos,
+        model,
+    }
+}
+
 #[test]
 fn a_speed_limit_in_every_direction_is_learned_no_faster_than_the_demonstrations_and_kept() {
-    let d = tempfile::tempdir().unwrap();
-    let path = |f: &str| d.path().join(f).to_str().unwrap().to_string();
-    let (task, demos, model) = (path("task.yaml"), path("demos.csv"), path("model.json"));
-    std::fs::write(&task, SPEED_LIMIT_TASK).unwrap();
-    let o = pucl(&[
-        "demos", "generate", "--task", &task, "--count", "15", "--out", &demos,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let (_, e) = learn_and_eval(&task, &demos, &model, "1");
+    let UserTask {
+        task, demos, model, ..
+    } = &user_task(SPEED_LIMIT_TASK, "15", &[]);
+    let (_, e) = learn_and_eval(task, demos, model, "1");
     // Without the sphere of the fastest demonstrated speed in the support prior, the runs from the
     // first start commanded 0.704 along their way (21 % of all steps unsafe).
     assert_eq!(e["unsafe_rate"].as_f64(), Some(0.0), "{e}");
@@ -1048,15 +1070,13 @@ fn demonstrations_nothing_shaped_learn_nothing_and_say_why_without_writing_a_mod
         "{kind: cylinder, center: [2.2, 1.4], radius: 0.35}",
         "{kind: cylinder, center: [3.0, 0.35], radius: 0.2}",
     );
-    let d = tempfile::tempdir().unwrap();
-    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
-    let (t, demos, m) = (file("open.yaml"), file("open.csv"), file("open.json"));
-    std::fs::write(&t, task).unwrap();
-    let o = pucl(&[
-        "demos", "generate", "--task", &t, "--count", "10", "--out", &demos,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let o = pucl(&["learn", "--task", &t, "--demos", &demos, "--out", &m]);
+    let UserTask {
+        task: t,
+        demos,
+        model: m,
+        ..
+    } = &user_task(&task, "10", &[]);
+    let o = pucl(&["learn", "--task", t, "--demos", demos, "--out", m]);
     let e = stderr(&o);
     assert!(!o.status.success() && !e.contains("panicked"), "{e}");
     // The derived settings come first (d_r from no proposal that left them), the error last.
@@ -1069,7 +1089,7 @@ fn demonstrations_nothing_shaped_learn_nothing_and_say_why_without_writing_a_mod
     ] {
         assert!(last.contains(piece), "expected '{piece}' in: {e}");
     }
-    assert!(!Path::new(&m).exists(), "a model file was written");
+    assert!(!Path::new(m).exists(), "a model file was written");
 }
 
 #[test]
@@ -1078,16 +1098,11 @@ fn runs_let_into_the_margin_beside_a_demonstration_climb_back_out_before_a_corne
     // there and slid on along the box's top face at that depth, where the learned face lies 1.5 cm
     // inside the true one: learning seeds 0-4 were 0.47, 1.07, 0.04, 2.25 and 0.47 % unsafe (up to
     // 17 of 30 episodes), with the goal reached in every episode.
-    let d = tempfile::tempdir().unwrap();
-    let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
-    let (task, demos, m) = (file("box.yaml"), file("box.csv"), file("box.json"));
-    std::fs::write(&task, TURNED_BOX_CM).unwrap();
-    let o = pucl(&[
-        "demos", "generate", "--task", &task, "--count", "16", "--seed", "1", "--out", &demos,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let UserTask {
+        task, demos, model, ..
+    } = &user_task(TURNED_BOX_CM, "16", &["--seed", "1"]);
     for seed in ["1", "3"] {
-        let (_, v) = learn_and_eval(&task, &demos, &m, seed);
+        let (_, v) = learn_and_eval(task, demos, model, seed);
         assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "seed {seed}: {v}");
         assert_eq!(v["goal_reached"].as_f64(), Some(1.0), "seed {seed}: {v}");
     }
