@@ -1092,6 +1092,74 @@ fn demonstrations_nothing_shaped_learn_nothing_and_say_why_without_writing_a_mod
     assert!(!Path::new(m).exists(), "a model file was written");
 }
 
+/// A micro-manipulator's task in metres, its lengths and speeds times `k`: a tip crossing a 6 cm
+/// workspace past a bead of 8 mm radius (at `k` = 1).
+fn micro_bead(k: f64) -> String {
+    let l = |v: f64| v * k;
+    format!(
+        "name: micro_bead
+state: [x, y, z]
+action: [vx, vy, vz]
+position: [x, y, z]
+constraint_input: [x, y, z]
+dynamics: {{dt: 0.01, velocity_scale: {}, action_limit: {{box: [1.0, 1.0, 1.0]}}, bounds: {{lower: [0, 0, 0], upper: [{}, {}, {}]}}}}
+goal: {{position: [{}, {}, {}], tolerance: {}}}
+horizon: 600
+starts: [[{a}, {b}, {a}], [{a}, {c}, {a}], [{a}, {d}, {a}], [{a}, {c}, {b}]]
+start_jitter: {}
+reward: {{progress: 1.0, path_length: 1.0, goal_bonus: {}}}
+true_constraint:
+  - {{kind: ellipsoid, center: [{c}, {c}, {}], semi_axes: [{e}, {e}, {e}]}}
+evaluation: {{grid: [{{min: 0, max: {}, count: 30}}, {{min: 0, max: {}, count: 30}}, {{min: 0, max: {}, count: 15}}], episodes: 30}}
+expert: {{margin: {}}}
+",
+        l(0.02),
+        l(0.06),
+        l(0.06),
+        l(0.03),
+        l(0.05),
+        l(0.03),
+        l(0.01),
+        l(0.001),
+        l(0.001),
+        l(0.001),
+        l(0.012),
+        l(0.06),
+        l(0.06),
+        l(0.03),
+        l(0.001),
+        a = l(0.01),
+        b = l(0.02),
+        c = l(0.03),
+        d = l(0.04),
+        e = l(0.008),
+    )
+}
+
+#[test]
+fn a_workspace_of_a_few_centimetres_learns_what_the_same_task_ten_times_larger_learns() {
+    // The reference's nominal DS slows to 0.05 action units within 2.5 cm of the goal, a size that
+    // suits its 20 cm workspace. In this 6 cm one it crawled (80 s to the goal) from before the bead
+    // on: the proposals never got round it, recall was 0.65 and the DSM policy 48 % unsafe with no
+    // goal reached, where the same task ten times larger was safe. The derived DS slows no
+    // farther out than 2.5 goal tolerances (here 2.5 mm) instead.
+    let small = user_task(&micro_bead(1.0), "12", &[]);
+    let large = user_task(&micro_bead(10.0), "12", &[]);
+    let (_, vs) = learn_and_eval(&small.task, &small.demos, &small.model, "0");
+    let (_, vl) = learn_and_eval(&large.task, &large.demos, &large.model, "0");
+    for v in [&vs, &vl] {
+        assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
+        assert_eq!(v["goal_reached"].as_f64(), Some(1.0), "{v}");
+    }
+    let iou = |v: &serde_json::Value| v["iou"].as_f64().unwrap();
+    assert!((iou(&vs) - iou(&vl)).abs() < 0.01, "{vs} against {vl}");
+    let steps = |v: &serde_json::Value| v["steps"].as_f64().unwrap();
+    assert!(
+        (steps(&vs) / steps(&vl) - 1.0).abs() < 0.01,
+        "{vs} against {vl}"
+    );
+}
+
 #[test]
 fn runs_let_into_the_margin_beside_a_demonstration_climb_back_out_before_a_corner_of_the_box() {
     // Beside the demonstrations that pass the box's left corner the margin is lowered; runs came in

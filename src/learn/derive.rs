@@ -3,8 +3,12 @@
 //!
 //! - `dsm.speed` (position constraints): the fastest speed the action limit allows in every
 //!   direction, so that the proposals can beat the demonstrations' returns.
-//! - `dsm.gain`, `dsm.normalize_above` (velocity constraints): a DS that saturates the action box
-//!   until three goal tolerances from the goal (the time-optimal command).
+//! - `dsm.gain`: for position constraints the reference's DS (`dsm.speed`, then from
+//!   `dsm.normalize_above` slowing in proportion), but slowing no farther out than 2.5 goal
+//!   tolerances, as the reference's does (2.5 cm) with its cylinder task's 1 cm goal: a task with a
+//!   finer goal than that (a workspace of a few centimetres) would otherwise crawl from far off.
+//!   With `dsm.normalize_above` (velocity constraints): a DS that saturates the action box until
+//!   three goal tolerances from the goal (the time-optimal command).
 //! - `identify.d_r`: half the median, over the first proposals that pass the policy filter, of the
 //!   largest distance of a proposal's state to the demonstrations, and at most a twentieth of the
 //!   demonstrations' extent (the diagonal of their bounding box in feature space). A proposal that
@@ -93,6 +97,39 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
                 value: Setting::Number(top),
                 rule: "the fastest speed the action limit allows in every direction".into(),
             });
+            // The reference's DS runs at dsm.speed until it would be slower than
+            // `normalize_above` (0.05 action units), then slows in proportion: with its gain of 2
+            // per metre, 2.5 cm from the goal, 2.5 tolerances of its cylinder task. In a 6 cm
+            // workspace with a 1 mm goal that crawled from before the obstacle on (80 s to the
+            // goal), and the proposals never got round it. So the slowing starts no farther out
+            // than 2.5 goal tolerances; larger tasks keep the reference's DS (the goal is reached
+            // before it slows).
+            let metres = task.metres_per_position_unit().unwrap_or(1.0);
+            let slow_within = SLOW_WITHIN_TOLERANCES * task.spec.goal.tolerance;
+            if let Some(crawl) = dsm.normalize_above.filter(|c| *c > 0.0) {
+                let sized = crawl / (slow_within * metres);
+                let rule = if sized > dsm.gain {
+                    format!(
+                        "the nominal DS slows from dsm.speed to dsm.normalize_above ({crawl}) \
+                         {slow_within:.4} from the goal: {SLOW_WITHIN_TOLERANCES} goal tolerances, \
+                         nearer than the reference's gain ({}) slows ({:.4})",
+                        dsm.gain,
+                        crawl / (dsm.gain * metres)
+                    )
+                } else {
+                    format!(
+                        "the reference's: the nominal DS slows {:.4} from the goal, within \
+                         {SLOW_WITHIN_TOLERANCES} goal tolerances ({slow_within:.4})",
+                        crawl / (dsm.gain * metres)
+                    )
+                };
+                dsm.gain = dsm.gain.max(sized);
+                out.push(Derived {
+                    key: "dsm.gain",
+                    value: Setting::Number(dsm.gain),
+                    rule,
+                });
+            }
         }
         PolicySpace::Velocity => {
             let widest = match &task.action_limit {
@@ -101,7 +138,7 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
             };
             // The nominal DS reads positions in metres (DsmConfig::gain).
             let metres = task.metres_per_position_unit().unwrap_or(1.0);
-            dsm.gain = widest / (3.0 * task.spec.goal.tolerance * metres);
+            dsm.gain = widest / (SATURATE_UNTIL_TOLERANCES * task.spec.goal.tolerance * metres);
             dsm.normalize_above = None;
             out.push(Derived {
                 key: "dsm.gain",
@@ -167,6 +204,14 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
     let layer = layer(&out, space);
     Ok((out, layer))
 }
+
+/// The nominal DS of a position constraint slows down no farther out than this many goal tolerances
+/// from the goal: the reference's 2.5 cm with its cylinder task's 1 cm.
+const SLOW_WITHIN_TOLERANCES: f64 = 2.5;
+
+/// A velocity constraint's nominal DS saturates the action box until this many goal tolerances from
+/// the goal.
+const SATURATE_UNTIL_TOLERANCES: f64 = 3.0;
 
 /// d_r is at most this fraction of the demonstrations' extent.
 const EXTENT_FRACTION: f64 = 0.05;
@@ -397,6 +442,25 @@ mod tests {
             derived.iter().all(|d| d.key != "suffix_starts"),
             "{derived:?}"
         );
+    }
+
+    #[test]
+    fn the_nominal_ds_slows_no_farther_from_the_goal_than_two_and_a_half_tolerances() {
+        let (mut task, demos) = users_task("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
+        // Where it slows: speed normalize_above at gain times the distance in metres.
+        let slows = |cfg: &LearnConfig| cfg.dsm.normalize_above.unwrap() / cfg.dsm.gain;
+        // The reference's cylinder task: 2.5 cm, its gain of 2, for a 1 cm goal.
+        let (cfg, _) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
+        assert_eq!(cfg.dsm.gain, 2.0);
+        // A 1 mm goal: 2.5 mm, not 25 tolerances out.
+        task.spec.goal.tolerance = 0.001;
+        let (cfg, derived) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
+        assert!((slows(&cfg) - 0.0025).abs() < 1e-12, "{derived:?}");
+        assert!(derived.iter().any(|d| d.key == "dsm.gain"), "{derived:?}");
+        // A coarser goal keeps the reference's DS: it reaches the goal before it slows.
+        task.spec.goal.tolerance = 0.05;
+        let (cfg, _) = LearnConfig::for_task_data(&task, &demos, None, None).unwrap();
+        assert_eq!(cfg.dsm.gain, 2.0);
     }
 
     #[test]
