@@ -1161,6 +1161,25 @@ fn a_workspace_of_a_few_centimetres_learns_what_the_same_task_ten_times_larger_l
 }
 
 #[test]
+fn filtered_runs_of_an_arm_slower_than_the_default_controller_are_driven_no_faster_than_it_goes() {
+    // The arm goes 2 cm/s per axis. Commanded at 0.25 m/s (the default before), the filtered
+    // command was limited axis by axis and bent into the bead: 30 of 30 runs entered it (8.4 % of
+    // the steps).
+    let t = user_task(&micro_bead(1.0), "12", &[]);
+    learn_and_eval(&t.task, &t.demos, &t.model, "0");
+    let v = eval_json(&t.task, &t.model, &["--filter"]);
+    assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{v}");
+    // A faster controller, asked for, is warned about.
+    let args = [
+        "eval", "--task", &t.task, "--model", &t.model, "--filter", "--speed", "0.25",
+    ];
+    let o = pucl(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("faster than the arm"), "{}", stderr(&o));
+}
+
+#[test]
 fn runs_let_into_the_margin_beside_a_demonstration_climb_back_out_before_a_corner_of_the_box() {
     // Beside the demonstrations that pass the box's left corner the margin is lowered; runs came in
     // there and slid on along the box's top face at that depth, where the learned face lies 1.5 cm

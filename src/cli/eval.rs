@@ -6,7 +6,9 @@ use pucl::deploy::filter::FilterConfig;
 use pucl::deploy::model::ConstraintModel;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::modulation::PolicySpace;
-use pucl::report::evaluate::{evaluate, evaluate_filtered, evaluate_policy, nominal_speed};
+use pucl::report::evaluate::{
+    arm_top_speed, evaluate, evaluate_filtered, evaluate_policy, nominal_speed,
+};
 use pucl::task::Task;
 use std::path::PathBuf;
 
@@ -53,7 +55,9 @@ pub struct EvalArgs {
     #[arg(long)]
     filter: bool,
     /// With --filter: the nominal controller's top speed in the task's position units per second
-    /// [default: 0.25 m/s, as scripts/loop.py drives, in the task's position unit: m, cm or mm].
+    /// [default: 0.25 m/s, as scripts/loop.py drives, in the task's position unit: m, cm or mm, or
+    /// the arm's top speed (the action limit times velocity_scale) where that is slower; a faster
+    /// --speed warns: the dynamics limit it axis by axis, which bends the filtered command].
     #[arg(long, requires = "filter")]
     speed: Option<f64>,
     /// With --filter: modulate around zeta's level sets instead of the star-shaped hulls of the
@@ -103,7 +107,19 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 episodes,
                 a.seed,
                 match a.speed {
-                    Some(v) => v,
+                    Some(v) => {
+                        let top = arm_top_speed(&task);
+                        if v > top {
+                            eprintln!(
+                                "warning: --speed {v} is faster than the arm of task '{}' goes in \
+                                 every direction ({top}): the dynamics limit the filtered command \
+                                 axis by axis, which bends it, so these runs may enter what the \
+                                 filter kept them out of",
+                                task.name()
+                            );
+                        }
+                        v
+                    }
                     None => {
                         nominal_speed(&task).map_err(|e| anyhow::anyhow!("{e} with --speed"))?
                     }
