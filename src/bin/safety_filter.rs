@@ -206,6 +206,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             d.max_clock_skew,
             "seconds a stamp may be ahead of this node's clock; further ahead stops the arm",
         ),
+        max_linear_speed: param_f64(
+            &node,
+            "max_linear_speed",
+            d.max_linear_speed,
+            "m/s: a faster command's linear velocity is scaled as a whole to this speed before it is \
+             filtered (0: no limit); the arm's limit, where the arm would limit each axis itself",
+        ),
     };
     let period = param_f64(
         &node,
@@ -364,6 +371,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .with("cmd_timeout", params::positive_number)
         .with("stop_pub_timeout", params::positive_number)
         .with("max_clock_skew", params::finite_number)
+        .with("max_linear_speed", params::non_negative_number)
         .with("tail_effect", params::boolean)
         .with("saddle_escape", params::boolean)
         .with("use_header_stamp", params::boolean)
@@ -386,6 +394,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     ("cmd_timeout", Some(t)) => c.cmd_timeout = t,
                     ("stop_pub_timeout", Some(t)) => c.stop_pub_timeout = t,
                     ("max_clock_skew", Some(t)) => c.max_clock_skew = t,
+                    ("max_linear_speed", Some(v)) => c.max_linear_speed = v,
                     ("tail_effect", _) => c.tail_effect = Some(b),
                     ("saddle_escape", _) => c.saddle_escape = b,
                     ("use_header_stamp", _) => c.use_header_stamp = b,

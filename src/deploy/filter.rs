@@ -51,6 +51,10 @@ pub struct FilterConfig {
     pub safety_margin: Option<f64>,
     /// Slide along the learned boundary instead of stalling when a command points straight into it.
     pub saddle_escape: bool,
+    /// The command's linear velocity is scaled as a whole to at most this speed (position units per
+    /// second) before it is filtered; 0: no limit. Set it to the arm's speed limit where the arm
+    /// would limit each axis by itself: that bends the command off the path the filter checked.
+    pub max_linear_speed: f64,
 }
 
 /// The safety_filter node's `tail_effect` default: commands moving away from the learned obstacle pass
@@ -104,6 +108,7 @@ impl Default for FilterConfig {
             reference_axis: Some(vec![0.0, 0.0, 1.0]),
             safety_margin: None,
             saddle_escape: true,
+            max_linear_speed: 0.0,
         }
     }
 }
@@ -428,6 +433,15 @@ impl SafetyFilter {
         }
     }
 
+    /// `cmd` with its linear velocity scaled as a whole to at most `max_linear_speed` (when set).
+    fn limited(&self, mut cmd: [f64; 6]) -> [f64; 6] {
+        let (max, speed) = (self.config.max_linear_speed, norm(&cmd[..3]));
+        if max > 0.0 && speed > max {
+            cmd[..3].iter_mut().for_each(|c| *c *= max / speed);
+        }
+        cmd
+    }
+
     /// The safe command at time `now` (s).
     pub fn output(&mut self, now: f64) -> Output {
         let status = self.evaluate(now);
@@ -441,6 +455,7 @@ impl SafetyFilter {
             (Status::Filtering { modulated: true }, Some((_, cmd)))
                 if !self.model.as_ref().is_some_and(|m| m.constrains_command()) =>
             {
+                let cmd = self.limited(cmd);
                 if let Some(held) = self.progress.update(now, &twist[..3], &cmd[..3]) {
                     status = held;
                 }
@@ -553,6 +568,7 @@ impl SafetyFilter {
             return Ok((cmd, Status::PassThrough));
         }
         let model = self.model.clone().ok_or(Status::NoModel)?;
+        let cmd = self.limited(cmd);
         let mut out = cmd;
         let modulated = if model.constrains_command() {
             // Velocity constraint: the command in action units against the learned feasible set.
@@ -751,6 +767,33 @@ pub(crate) mod tests {
         assert_eq!((o.twist, o.status), ([0.0; 6], Status::NoModel));
         f.set_model(cylinder()).unwrap();
         assert_eq!(f.output(0.0).status, Status::NoPose);
+    }
+
+    #[test]
+    fn a_command_faster_than_max_linear_speed_is_scaled_as_a_whole_keeping_its_direction() {
+        let mut f = SafetyFilter::new(FilterConfig {
+            max_linear_speed: 0.3,
+            ..FilterConfig::node_defaults()
+        });
+        f.set_model(cylinder()).unwrap();
+        // Moving away from the cylinder: without the tail effect, nothing to modulate.
+        f.set_pose(0.0, [0.40, -0.05, 0.06]);
+        let cmd = [-1.2, 0.4, 0.2, 0.0, 0.0, 0.5];
+        f.set_command(0.0, cmd);
+        let o = f.output(0.0);
+        assert!(!o.status.is_stop(), "{:?}", o.status);
+        assert!((norm(&o.twist[..3]) - 0.3).abs() < 1e-12, "{:?}", o.twist);
+        let k = 0.3 / norm(&cmd[..3]);
+        for (out, c) in o.twist.iter().zip(&cmd[..3]) {
+            assert!((out - k * c).abs() < 1e-12, "{:?}", o.twist);
+        }
+        assert_eq!(o.twist[5], 0.5);
+        // Slower commands pass as they are; 0 sets no limit.
+        f.set_command(0.0, [-0.1, 0.05, 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(f.output(0.0).twist, [-0.1, 0.05, 0.0, 0.0, 0.0, 0.0]);
+        f.config.max_linear_speed = 0.0;
+        f.set_command(0.0, cmd);
+        assert_eq!(f.output(0.0).twist, cmd);
     }
 
     #[test]

@@ -104,6 +104,14 @@ pub fn positive_number(v: &ParameterValue) -> Result<(), String> {
     }
 }
 
+pub fn non_negative_number(v: &ParameterValue) -> Result<(), String> {
+    match number(v) {
+        Some(x) if x.is_finite() && x >= 0.0 => Ok(()),
+        Some(x) => Err(format!("{x} is not a number >= 0")),
+        None => Err(format!("{v:?} is not a number")),
+    }
+}
+
 pub fn boolean(v: &ParameterValue) -> Result<(), String> {
     match v {
         ParameterValue::Bool(_) => Ok(()),

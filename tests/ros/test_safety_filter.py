@@ -345,6 +345,15 @@ def test_ros2_param_lists_sets_refuses_and_dumps_the_filters_parameters(start_no
     assert out[0] < base[0] - 0.02, (base, out)
     assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "safety_margin", "-1.0")
     assert same(h.respond(far, go), base), "a negative margin: the model's own again"
+    # A speed limit scales the command as a whole before it is filtered (an arm limited axis by
+    # axis would bend it); 0 lifts it.
+    assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "max_linear_speed", "0.05")
+    out = h.respond(far, go)
+    speed = sum(c * c for c in out[:3]) ** 0.5
+    assert abs(speed - 0.05) < 0.005 and out[0] > 0.99 * speed, (base, out)
+    assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "max_linear_speed", "0.0")
+    assert same(h.respond(far, go), base), "no limit: the command as before"
+    assert "not a number >= 0" in ros2("param", "set", "/safety_filter", "max_linear_speed", "-0.1")
     # Invalid values and start-only parameters are refused, with the reason.
     assert "not a positive number" in ros2("param", "set", "/safety_filter", "lookahead_time", "-1.0")
     assert "read at start" in ros2("param", "set", "/safety_filter", "pose_topic", "elsewhere")
