@@ -114,7 +114,8 @@ pub fn run(a: EvalArgs) -> Result<()> {
                                 "warning: --speed {v} is faster than the arm of task '{}' goes in \
                                  every direction ({top}): the dynamics limit the filtered command \
                                  axis by axis, which bends it, so these runs may enter what the \
-                                 filter kept them out of",
+                                 filter kept them out of (the node's max_linear_speed, set to the \
+                                 arm's limit, scales a command as a whole before filtering it)",
                                 task.name()
                             );
                         }
