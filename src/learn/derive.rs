@@ -3,12 +3,12 @@
 //!
 //! - `dsm.speed` (position constraints): the fastest speed the action limit allows in every
 //!   direction, so that the proposals can beat the demonstrations' returns.
-//! - `dsm.gain`: for position constraints the reference's DS (`dsm.speed`, then from
+//! - `dsm.gain` (position constraints): the reference's DS (`dsm.speed`, then from
 //!   `dsm.normalize_above` slowing in proportion), but slowing no farther out than 2.5 goal
 //!   tolerances, as the reference's does (2.5 cm) with its cylinder task's 1 cm goal: a task with a
 //!   finer goal than that (a workspace of a few centimetres) would otherwise crawl from far off.
-//!   With `dsm.normalize_above` (velocity constraints): a DS that saturates the action box until
-//!   three goal tolerances from the goal (the time-optimal command).
+//! - `dsm.gain`, `dsm.normalize_above` (velocity constraints): a DS that saturates the action box
+//!   until three goal tolerances from the goal (the time-optimal command).
 //! - `identify.d_r`: half the median, over the first proposals that pass the policy filter, of the
 //!   largest distance of a proposal's state to the demonstrations, and at most a twentieth of the
 //!   demonstrations' extent (the diagonal of their bounding box in feature space). A proposal that
