@@ -1177,6 +1177,24 @@ fn filtered_runs_of_an_arm_slower_than_the_default_controller_are_driven_no_fast
     let o = pucl(&args);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("faster than the arm"), "{}", stderr(&o));
+    // The same controller with the node's max_linear_speed at the arm's limit: scaled as a whole,
+    // not bent, and nothing to warn of.
+    let limited = [&args[..], &["--max-linear-speed", "0.02", "--json"]].concat();
+    let o = pucl(&limited);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        !stderr(&o).contains("faster than the arm"),
+        "{}",
+        stderr(&o)
+    );
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
+    let o = pucl(&[&args[..], &["--max-linear-speed=-1"]].concat());
+    assert!(
+        !o.status.success() && stderr(&o).contains("--max-linear-speed"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]

@@ -64,6 +64,10 @@ pub struct EvalArgs {
     /// learned obstacles (the node's `auto_reference: false`).
     #[arg(long, requires = "filter")]
     no_hulls: bool,
+    /// With --filter: the node's `max_linear_speed` (position units per second; 0, the default: no
+    /// limit): a faster command is scaled as a whole to it before it is filtered
+    #[arg(long, requires = "filter", default_value_t = 0.0)]
+    max_linear_speed: f64,
 }
 
 pub fn run(a: EvalArgs) -> Result<()> {
@@ -95,12 +99,19 @@ pub fn run(a: EvalArgs) -> Result<()> {
             )?
         }
         None if a.filter => {
+            if !(a.max_linear_speed.is_finite() && a.max_linear_speed >= 0.0) {
+                anyhow::bail!(
+                    "--max-linear-speed must be a number >= 0 (0: no limit), got {}",
+                    a.max_linear_speed
+                );
+            }
             let starts = m.starts.clone();
             evaluate_filtered(
                 &task,
                 std::sync::Arc::new(m),
                 FilterConfig {
                     auto_reference: !a.no_hulls,
+                    max_linear_speed: a.max_linear_speed,
                     ..FilterConfig::node_defaults()
                 },
                 &starts,
@@ -109,13 +120,15 @@ pub fn run(a: EvalArgs) -> Result<()> {
                 match a.speed {
                     Some(v) => {
                         let top = arm_top_speed(&task);
-                        if v > top {
+                        let limit = a.max_linear_speed;
+                        if v > top && !(limit > 0.0 && limit <= top) {
                             eprintln!(
                                 "warning: --speed {v} is faster than the arm of task '{}' goes in \
                                  every direction ({top}): the dynamics limit the filtered command \
                                  axis by axis, which bends it, so these runs may enter what the \
-                                 filter kept them out of (the node's max_linear_speed, set to the \
-                                 arm's limit, scales a command as a whole before filtering it)",
+                                 filter kept them out of (--max-linear-speed, the node's \
+                                 max_linear_speed, set to the arm's limit scales a command as a \
+                                 whole before filtering it)",
                                 task.name()
                             );
                         }
