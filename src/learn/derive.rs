@@ -89,6 +89,8 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
     let mut dsm = base.dsm.clone();
     let space = PolicySpace::of(task).map_err(Error::Invalid)?;
     let top = task.top_action_speed();
+    // The nominal DS reads positions in metres (DsmConfig::gain).
+    let metres = task.metres_per_position_unit().unwrap_or(1.0);
     match space {
         PolicySpace::Position => {
             dsm.speed = top;
@@ -104,7 +106,6 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
             // goal), and the proposals never got round it. So the slowing starts no farther out
             // than 2.5 goal tolerances; larger tasks keep the reference's DS (the goal is reached
             // before it slows).
-            let metres = task.metres_per_position_unit().unwrap_or(1.0);
             let slow_within = SLOW_WITHIN_TOLERANCES * task.spec.goal.tolerance;
             if let Some(crawl) = dsm.normalize_above.filter(|c| *c > 0.0) {
                 let sized = crawl / (slow_within * metres);
@@ -136,8 +137,6 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
                 ActionLimit::Norm(c) => *c,
                 ActionLimit::Box(b) => b.iter().cloned().fold(0.0, f64::max),
             };
-            // The nominal DS reads positions in metres (DsmConfig::gain).
-            let metres = task.metres_per_position_unit().unwrap_or(1.0);
             dsm.gain = widest / (SATURATE_UNTIL_TOLERANCES * task.spec.goal.tolerance * metres);
             dsm.normalize_above = None;
             out.push(Derived {
