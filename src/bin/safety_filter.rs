@@ -206,13 +206,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             d.max_clock_skew,
             "seconds a stamp may be ahead of this node's clock; further ahead stops the arm",
         ),
-        max_linear_speed: param_f64(
-            &node,
-            "max_linear_speed",
-            d.max_linear_speed,
-            "m/s: a faster command's linear velocity is scaled as a whole to this speed before it is \
-             filtered (0: no limit); the arm's limit, where the arm would limit each axis itself",
-        ),
+        max_linear_speed: {
+            let v = param_f64(
+                &node,
+                "max_linear_speed",
+                d.max_linear_speed,
+                "m/s: a faster command's linear velocity is scaled as a whole to this speed before \
+                 it is filtered (0: no limit); the arm's limit, where the arm would limit each axis \
+                 itself",
+            );
+            params::non_negative_number(&r2r::ParameterValue::Double(v))
+                .map_err(|e| format!("parameter max_linear_speed: {e}"))?;
+            v
+        },
     };
     let period = param_f64(
         &node,

@@ -354,6 +354,10 @@ def test_ros2_param_lists_sets_refuses_and_dumps_the_filters_parameters(start_no
     assert "Set parameter successful" in ros2("param", "set", "/safety_filter", "max_linear_speed", "0.0")
     assert same(h.respond(far, go), base), "no limit: the command as before"
     assert "not a number >= 0" in ros2("param", "set", "/safety_filter", "max_linear_speed", "-0.1")
+    # At start too: a negative limit in a parameter file is an error naming it, not "no limit".
+    bad = subprocess.run([str(BIN / "safety_filter"), "--ros-args", "-p", "max_linear_speed:=-1.0"],
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode != 0 and "max_linear_speed" in bad.stderr, bad.stderr
     # Invalid values and start-only parameters are refused, with the reason.
     assert "not a positive number" in ros2("param", "set", "/safety_filter", "lookahead_time", "-1.0")
     assert "read at start" in ros2("param", "set", "/safety_filter", "pose_topic", "elsewhere")
