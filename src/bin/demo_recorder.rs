@@ -280,7 +280,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dropped_before.clone(),
         logger.clone(),
     );
-    let topics = format!("waiting for a pose on {pose_topic} paired with a twist on {twist_topic}");
+    // Reliable, so that nothing recorded is lost; a best-effort publisher (a driver's sensor-data
+    // QoS) therefore does not match, which is the usual reason nothing arrives.
+    let topics = format!(
+        "waiting for a pose on {pose_topic} paired with a twist on {twist_topic}; both are read \
+         reliable: a publisher offering best effort (sensor-data QoS) does not match"
+    );
     tasks.spawn_local(async move {
         while let Some(req) = starts.next().await {
             d.set(p.borrow().dropped());

@@ -420,7 +420,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
     let (f, e) = (filter.clone(), emit.clone());
-    let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
+    // Best effort reads a driver's sensor-data pose as well as a reliable one (Nav2's
+    // collision_monitor reads its sources so): a lost pose is replaced by the next, and one that
+    // stops coming stops the arm (pose_timeout). Commands stay reliable.
+    let pose_qos = QosProfile::default().best_effort().keep_last(10);
+    let mut poses = node.subscribe::<PoseStamped>(&pose_topic, pose_qos)?;
     tasks.spawn_local(async move {
         while let Some(p) = poses.next().await {
             let q = p.pose.position;

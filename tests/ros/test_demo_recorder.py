@@ -192,7 +192,7 @@ def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording_and_re
     rclpy.spin_until_future_complete(g.node, future, timeout_sec=30)
 
 
-def test_start_before_any_pose_is_refused_naming_the_topics_and_succeeds_once_poses_arrive(start_node, tmp_path):
+def test_start_before_any_pose_is_refused_naming_the_topics_and_their_qos_and_succeeds_once_poses_arrive(start_node, tmp_path):
     # Without a pose the demonstration's first row would be unknown and silently lost.
     start_node("demo_recorder", "demo_recorder.yaml", output=tmp_path / "demos.csv", bag="''")
     node = rclpy.create_node(f"rec_start_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
@@ -201,6 +201,7 @@ def test_start_before_any_pose_is_refused_naming_the_topics_and_succeeds_once_po
     r = call(node, start, Trigger.Request())
     assert not r.success
     assert "no pose received yet" in r.message and "ee_pose" in r.message and "applied_twist" in r.message, r.message
+    assert "best effort" in r.message, "why a driver's sensor-data pose would not arrive: " + r.message
     start_node("kinematic_sim", "kinematic_sim.yaml")
     r = start_recording(node, start, 20)
     assert r.success, r.message

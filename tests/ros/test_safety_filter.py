@@ -15,16 +15,17 @@ import yaml
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from geometry_msgs.msg import PoseStamped, TwistStamped
+from rclpy.qos import qos_profile_sensor_data
 from std_srvs.srv import SetBool, Trigger
 
 from conftest import BIN, ROOT, call_repeatable, pucl, query_cli, wait_for
 
 
 class Harness:
-    def __init__(self, start_node, model, **params):
+    def __init__(self, start_node, model, pose_qos=10, **params):
         self.proc = start_node("safety_filter", "safety_filter.yaml", model_path=model or "''", **params)
         self.node = rclpy.create_node(f"filter_test_{os.getpid()}_{random.randint(0, 1 << 30)}")
-        self.pose_pub = self.node.create_publisher(PoseStamped, "/ee_pose", 10)
+        self.pose_pub = self.node.create_publisher(PoseStamped, "/ee_pose", pose_qos)
         self.cmd_pub = self.node.create_publisher(TwistStamped, "/cmd_vel_in", 10)
         self.out, self.diag = [], []
         self.node.create_subscription(TwistStamped, "/cmd_vel_out", self.out.append, 100)
@@ -115,6 +116,19 @@ def test_command_into_the_obstacle_loses_its_inward_part_and_away_passes(start_n
     task = json.loads(Path(models[0]).read_text())["task"]
     assert wait_for(h.node, lambda: any(kv.key == "model" and kv.value == f"task {task}"
                                         for a in h.diag for s in a.status for kv in s.values), 3.0)
+
+
+def test_a_pose_published_best_effort_as_a_drivers_sensor_data_is_read(start_node, models):
+    # Arm drivers often publish their state with sensor-data QoS (best effort). The filter reads it:
+    # a command far from the obstacle passes, one into it loses its inward part.
+    h = Harness(start_node, models[0], pose_qos=qos_profile_sensor_data)
+    far = [0.35, -0.09, 0.05]
+    assert h.respond(far, [0.1, 0.0, 0.0, 0.0, 0.0, 0.0])[0] > 0.09, "no pose would give a zero twist"
+    p = boundary_point(models[0])
+    g = query_cli(models[0], p)["gradient"]
+    out = h.respond(p, [0.2, 0.05, 0.0, 0.0, 0.0, 0.0])
+    assert -(out[0] * g[0] + out[1] * g[1] + out[2] * g[2]) <= 1e-9, (out, g)
+    assert out[:2] != [0.2, 0.05], "modulated where the pose is, so the pose was read"
 
 
 def test_a_command_held_back_for_a_second_is_diagnosed_as_a_warning_and_the_filtered_command_still_flows(start_node, models):
