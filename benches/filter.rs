@@ -1,5 +1,6 @@
 //! Safety-filter compute per command (library call, 3-D position constraint, [32, 32] network):
-//! `cargo bench --bench filter`. Prints the median and spread of the per-call time over batches.
+//! `cargo bench --bench filter`. Prints the median and spread of the per-call time over batches, and
+//! of a constraint query (what the constraint server answers per state).
 use clap::Parser;
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::{FilterConfig, SafetyFilter};
@@ -91,6 +92,20 @@ fn main() {
         }
         zeta_times.push(t0.elapsed().as_secs_f64() * 1e6 / poses.len() as f64);
     }
+    // The constraint server's answer to one state (`pucl query`'s): the distance is most of it. The
+    // boundary's samples are made once per model, timed apart.
+    let t0 = Instant::now();
+    let samples = model.boundary_samples().map_or(0, |s| s.len());
+    let sampling = t0.elapsed().as_secs_f64();
+    let query_batches = 20;
+    let mut query_times = Vec::with_capacity(query_batches);
+    for _ in 0..query_batches {
+        let t0 = Instant::now();
+        for p in &poses {
+            sink += model.query(p, &mut scratch).distance;
+        }
+        query_times.push(t0.elapsed().as_secs_f64() * 1e6 / poses.len() as f64);
+    }
     println!(
         "safety filter compute per command, 3-D cylinder model [32, 32]; {batches} batches of {per} commands,"
     );
@@ -113,5 +128,18 @@ fn main() {
         percentile(&mut zeta_times, 0.9),
     );
     println!("| zeta and gradient (one network evaluation) | {m:.3} | {lo:.3} | {hi:.3} |");
+    let (m, lo, hi) = (
+        percentile(&mut query_times, 0.5),
+        percentile(&mut query_times, 0.1),
+        percentile(&mut query_times, 0.9),
+    );
+    println!(
+        "| ConstraintModel::query: feasible, zeta, gradient, distance, direction ({query_batches} batches) | {m:.3} | {lo:.3} | {hi:.3} |"
+    );
+    println!();
+    println!(
+        "the boundary sampled for the distance once per model: {samples} points in {:.3} s",
+        sampling
+    );
     std::hint::black_box(sink);
 }

@@ -30,7 +30,7 @@ enum Command {
     /// its evaluation policies); unsafe and goal-reached rates of its DSM policy (a run that stalls in
     /// front of a learned obstacle is guided round it), or of a CRL policy file (--policy).
     Eval(cli::eval::EvalArgs),
-    /// Query a model: feasible, zeta and its gradient at one or more points (values flattened).
+    /// Query a model: feasible, zeta, the distance to the learned boundary along zeta's gradient (negative inside; null/inf: none within the workspace), the gradient's unit direction and the gradient at one or more points (values flattened).
     Query(cli::query::QueryArgs),
     /// Draw the learned zeta as a heat map with the true boundary, demonstrations, policy rollouts
     /// and the reliable infeasible points (like the paper's Fig. 3); for a task without a grid, its

@@ -97,6 +97,79 @@ fn query_answers_inside_and_outside_with_the_gradient_pointing_out() {
 }
 
 #[test]
+fn query_says_how_far_the_learned_boundary_is_as_spheres_round_the_point_find_it_and_which_way() {
+    let m = model_3d().to_str().unwrap();
+    let json = |points: &[f64]| -> serde_json::Value {
+        let args: Vec<String> = points.iter().map(|v| v.to_string()).collect();
+        let mut all = vec!["query", "--model", m, "--json"];
+        all.extend(args.iter().map(String::as_str));
+        let o = pucl(&all);
+        assert!(o.status.success(), "{}", stderr(&o));
+        serde_json::from_str(&stdout(&o)).unwrap()
+    };
+    let floats = |v: &serde_json::Value| -> Vec<f64> {
+        v.as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap())
+            .collect()
+    };
+    // 800 points spread evenly over a sphere of radius r round x.
+    let sphere = |x: &[f64; 3], r: f64| -> Vec<f64> {
+        let n = 800;
+        let golden = std::f64::consts::PI * (3.0 - 5f64.sqrt());
+        (0..n)
+            .flat_map(|i| {
+                let z = 1.0 - 2.0 * (i as f64 + 0.5) / n as f64;
+                let (rho, phi) = ((1.0 - z * z).sqrt(), golden * i as f64);
+                [
+                    x[0] + r * rho * phi.cos(),
+                    x[1] + r * rho * phi.sin(),
+                    x[2] + r * z,
+                ]
+            })
+            .collect()
+    };
+    // A demonstration start, a point beside the learned cylinder and two inside it.
+    for x in [
+        [0.35, -0.09, 0.05],
+        [0.42, 0.03, 0.06],
+        [0.55, 0.005, 0.05],
+        [0.55, 0.0, 0.1],
+    ] {
+        let v = json(&x);
+        let (d, u, g) = (
+            v["distance"][0].as_f64().unwrap(),
+            floats(&v["direction"]),
+            floats(&v["gradient"]),
+        );
+        let feasible = v["feasible"][0].as_bool().unwrap();
+        assert_eq!(d > 0.0, feasible, "{v}");
+        assert!(d.abs() > 0.02, "not a test of the distance: {v}");
+        // Nothing of the other side within the distance less 1 mm; some of it within 2 mm more.
+        let other = |r: f64| {
+            let w = json(&sphere(&x, r));
+            let f = w["feasible"].as_array().unwrap();
+            f.iter()
+                .filter(|f| f.as_bool().unwrap() != feasible)
+                .count()
+        };
+        assert_eq!(other(d.abs() - 1e-3), 0, "the boundary is nearer than {d}");
+        assert!(other(d.abs() + 2e-3) > 0, "no boundary within {d} + 2 mm");
+        // Which way: a unit vector along zeta's gradient (there where the gradient underflows).
+        assert!(
+            (u.iter().map(|c| c * c).sum::<f64>().sqrt() - 1.0).abs() < 1e-9,
+            "{v}"
+        );
+        let gn = g.iter().map(|c| c * c).sum::<f64>().sqrt();
+        if gn > 0.0 {
+            let cos = u.iter().zip(&g).map(|(a, b)| a * b).sum::<f64>() / gn;
+            assert!(cos > 1.0 - 1e-9, "direction along the gradient: {v}");
+        }
+    }
+}
+
+#[test]
 fn query_reads_many_points_from_a_csv_file_or_stdin_and_answers_as_for_arguments() {
     let m = model_3d().to_str().unwrap();
     let d = tempfile::tempdir().unwrap();

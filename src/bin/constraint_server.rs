@@ -18,9 +18,10 @@ use tokio::task::LocalSet;
 
 type Shared = Rc<RefCell<Option<Arc<ConstraintModel>>>>;
 
-/// Requests with up to this many values (about 1 ms of work) are answered in the service loop;
-/// larger ones on their own thread, so that a huge batch never makes a small client wait for it.
-const INLINE_VALUES: usize = 3 * 1000;
+/// Requests with up to this many values (about 1 ms of work: about 30 us a state, most of it the
+/// distance) are answered in the service loop; larger ones on their own thread, so that a huge
+/// batch never makes a small client wait for it.
+const INLINE_VALUES: usize = 3 * 32;
 
 fn answer(model: Option<&ConstraintModel>, states: &[f64]) -> QueryFeasibility::Response {
     let mut r = QueryFeasibility::Response::default();
@@ -42,10 +43,12 @@ fn answer(model: Option<&ConstraintModel>, states: &[f64]) -> QueryFeasibility::
     }
     let mut scratch = Scratch::default();
     for x in states.chunks(d) {
-        let (feasible, zeta, gradient) = m.query(x, &mut scratch);
-        r.feasible.push(feasible);
-        r.zeta.push(zeta);
-        r.gradient.extend(gradient);
+        let a = m.query(x, &mut scratch);
+        r.feasible.push(a.feasible);
+        r.zeta.push(a.zeta);
+        r.gradient.extend(a.gradient);
+        r.distance.push(a.distance);
+        r.direction.extend(a.direction);
     }
     r
 }
@@ -128,7 +131,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             version.clone(),
             diag_pub,
             name,
-            || Ok,
+            // The boundary's samples for the distance, on the loading thread: no query waits.
+            || {
+                |m: ConstraintModel| {
+                    m.boundary_samples();
+                    Ok(m)
+                }
+            },
             move |m: ConstraintModel| {
                 let m = Arc::new(m);
                 *model.borrow_mut() = Some(m.clone());

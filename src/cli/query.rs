@@ -1,6 +1,6 @@
-//! `pucl query`: feasibility, zeta and its gradient at points given on the command line, or many
-//! points from a CSV file or standard input (one point per row, in the model's feature order; a
-//! header row naming the features is optional).
+//! `pucl query`: feasibility, zeta, the distance to the learned boundary, which way it lies and zeta's
+//! gradient at points given on the command line, or many points from a CSV file or standard input
+//! (one point per row, in the model's feature order; a header row naming the features is optional).
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use pucl::deploy::model::ConstraintModel;
@@ -48,15 +48,21 @@ pub fn run(a: QueryArgs) -> Result<()> {
     let mut scratch = Scratch::default();
     let answers: Vec<_> = values.chunks(d).map(|x| m.query(x, &mut scratch)).collect();
     if a.json {
+        // An infinite distance (no boundary in sight) is JSON's null.
         let v = serde_json::json!({
-            "feasible": answers.iter().map(|a| a.0).collect::<Vec<_>>(),
-            "zeta": answers.iter().map(|a| a.1).collect::<Vec<_>>(),
-            "gradient": answers.iter().flat_map(|a| a.2.clone()).collect::<Vec<_>>(),
+            "feasible": answers.iter().map(|a| a.feasible).collect::<Vec<_>>(),
+            "zeta": answers.iter().map(|a| a.zeta).collect::<Vec<_>>(),
+            "gradient": answers.iter().flat_map(|a| a.gradient.clone()).collect::<Vec<_>>(),
+            "distance": answers.iter().map(|a| a.distance).collect::<Vec<_>>(),
+            "direction": answers.iter().flat_map(|a| a.direction.clone()).collect::<Vec<_>>(),
         });
         println!("{v}");
     } else {
-        for (x, (feasible, z, g)) in values.chunks(d).zip(&answers) {
-            println!("{x:?}: feasible {feasible}, zeta {z:.6}, gradient {g:?}");
+        for (x, a) in values.chunks(d).zip(&answers) {
+            println!(
+                "{x:?}: feasible {}, zeta {:.6}, distance {:.6}, direction {:?}, gradient {:?}",
+                a.feasible, a.zeta, a.distance, a.direction, a.gradient
+            );
         }
     }
     Ok(())

@@ -1,10 +1,13 @@
 //! The constraint model file: one self-describing, versioned JSON document with the network, the
 //! feature map, the decision threshold, the task, the learning settings and a training summary.
 //! Written atomically; loading validates every field.
+use crate::deploy::distance::BoundarySamples;
 use crate::error::{Error, Result, write_atomic};
 use crate::learn::network::{Mlp, Scratch};
 use crate::learn::{IterationStats, LearnConfig};
-use crate::policy::modulation::{DsmConfig, PolicySpace, Workspace};
+use crate::policy::modulation::{
+    DsmConfig, PolicySpace, Workspace, boundary_distance_along_gradient,
+};
 use crate::task::{Feature, Task};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -88,10 +91,52 @@ pub struct ConstraintModel {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub demonstrated_states: Vec<Vec<f64>>,
     pub summary: TrainingSummary,
+    /// Built on first use by [`Self::query`]: points on the learned boundary.
+    #[serde(skip)]
+    boundary: BoundaryCache,
+}
+
+/// A cache of [`BoundarySamples`] (equal, cloned and printed as nothing: derived from the network).
+#[derive(Default)]
+struct BoundaryCache(std::sync::OnceLock<Option<BoundarySamples>>);
+
+impl Clone for BoundaryCache {
+    fn clone(&self) -> Self {
+        BoundaryCache::default()
+    }
+}
+
+impl PartialEq for BoundaryCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for BoundaryCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BoundaryCache")
+    }
 }
 
 fn one() -> f64 {
     1.0
+}
+
+/// What [`ConstraintModel::query`] says about one state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// zeta >= threshold.
+    pub feasible: bool,
+    /// The feasibility probability, in (0, 1).
+    pub zeta: f64,
+    /// d zeta / d psi: points away from the learned obstacle.
+    pub gradient: Vec<f64>,
+    /// Signed distance (feature units) to the learned boundary: positive when feasible, negative
+    /// inside; infinite where none is found ([`ConstraintModel::query`]).
+    pub distance: f64,
+    /// The gradient's direction (unit length; zero where zeta is flat), read from zeta's logit so
+    /// that it is there where zeta's own gradient underflows far from the obstacle.
+    pub direction: Vec<f64>,
 }
 
 /// The goal a position model's task asks for.
@@ -182,6 +227,7 @@ impl ConstraintModel {
                 precision: last.map(|l| l.precision),
                 history: learned.history.clone(),
             },
+            boundary: BoundaryCache::default(),
         }
     }
 
@@ -194,11 +240,90 @@ impl ConstraintModel {
         self.features.len()
     }
 
-    /// zeta and its gradient at one feature vector.
-    pub fn query(&self, x: &[f64], scratch: &mut Scratch) -> (bool, f64, Vec<f64>) {
-        let mut g = vec![0.0; self.dim()];
-        let z = self.network.zeta_and_grad(x, &mut g, scratch);
-        (z >= self.threshold, z, g)
+    /// Is the state feasible, how far is the learned boundary, and which way (at one feature
+    /// vector).
+    pub fn query(&self, x: &[f64], scratch: &mut Scratch) -> Answer {
+        let mut gradient = vec![0.0; self.dim()];
+        let zeta = self.network.zeta_and_grad(x, &mut gradient, scratch);
+        // The logit's gradient gives the direction where zeta's underflows (zeta 1 in floating point,
+        // far from the obstacle).
+        let mut direction = vec![0.0; self.dim()];
+        self.network.logit_and_grad(x, &mut direction, scratch);
+        let norm = crate::geometry::norm(&direction);
+        direction
+            .iter_mut()
+            .for_each(|v| *v = if norm > 0.0 { *v / norm } else { 0.0 });
+        let feasible = zeta >= self.threshold;
+        Answer {
+            feasible,
+            zeta,
+            gradient,
+            distance: self.boundary_distance(x, feasible, scratch),
+            direction,
+        }
+    }
+
+    /// The distance to the learned boundary, negative inside: from the points sampled on it
+    /// ([`BoundarySamples`], within [`Self::search_box`]); beyond three dimensions, or where the box
+    /// holds no boundary, where the boundary meets zeta's gradient line
+    /// ([`boundary_distance_along_gradient`]). Infinite when neither finds it.
+    fn boundary_distance(&self, x: &[f64], feasible: bool, scratch: &mut Scratch) -> f64 {
+        let box_ = self.search_box();
+        let samples = self.boundary_samples();
+        let level = (self.threshold / (1.0 - self.threshold)).ln();
+        let side = if feasible { 1.0 } else { -1.0 };
+        if let Some(s) = samples {
+            return side * s.distance(&self.network, level, x, scratch);
+        }
+        let range = box_.map_or(1.0, |(lo, hi)| crate::geometry::distance(&lo, &hi));
+        let mut buffer = vec![0.0; self.dim()];
+        let along =
+            boundary_distance_along_gradient(&self.network, x, level, range, &mut buffer, scratch);
+        side * along.abs()
+    }
+
+    /// The points [`Self::query`] samples on the learned boundary, on first use (about 0.1 s): call it
+    /// where the first query must not wait for them.
+    pub fn boundary_samples(&self) -> Option<&BoundarySamples> {
+        self.boundary
+            .0
+            .get_or_init(|| {
+                let (lo, hi) = self.search_box()?;
+                BoundarySamples::sample(&self.network, self.threshold, &lo, &hi)
+            })
+            .as_ref()
+    }
+
+    /// Where [`Self::query`] looks for the learned boundary: the task's workspace, or, without one
+    /// (a velocity constraint), the box around the memory buffer and the demonstrated states, where
+    /// learning saw anything, widened by its size on every side. None when there is nothing to
+    /// span it.
+    pub fn search_box(&self) -> Option<(Vec<f64>, Vec<f64>)> {
+        if let Some(w) = &self.workspace {
+            return Some((w.lower.clone(), w.upper.clone()));
+        }
+        let d = self.dim();
+        let (mut lo, mut hi) = (vec![f64::INFINITY; d], vec![f64::NEG_INFINITY; d]);
+        for p in self
+            .memory_buffer
+            .iter()
+            .chain(&self.demonstrated_states)
+            .filter(|p| p.len() == d)
+        {
+            for k in 0..d {
+                lo[k] = lo[k].min(p[k]);
+                hi[k] = hi[k].max(p[k]);
+            }
+        }
+        let size: Vec<f64> = (0..d).map(|k| (hi[k] - lo[k]).max(1e-3)).collect();
+        (0..d)
+            .all(|k| lo[k].is_finite() && hi[k].is_finite())
+            .then(|| {
+                (
+                    (0..d).map(|k| lo[k] - size[k]).collect(),
+                    (0..d).map(|k| hi[k] + size[k]).collect(),
+                )
+            })
     }
 
     /// The learned constraint sampled on a grid of `n` cells per axis over the box around the starts

@@ -32,6 +32,75 @@ pub fn boundary_distance(logit: f64, grad: &[f64]) -> f64 {
     }
 }
 
+/// Signed distance from `x` to the learned boundary (where the logit is `level`: 0 for zeta 0.5)
+/// along the line through x in the direction of zeta's gradient, positive on the feasible side, up
+/// to `range`. It walks from x towards the boundary in steps of the first-order estimate
+/// ([`boundary_distance`], read again at every point), at most `range`/64 so that a thin learned
+/// obstacle is not stepped over, until the logit changes sign, then bisects. Unlike the estimate
+/// alone it does not read long where the logit flattens outwards. ±infinity where zeta is flat at x
+/// (no direction to look in) or the line meets no boundary within `range`. `grad`: a buffer of x's
+/// length.
+pub fn boundary_distance_along_gradient<F: Feasibility + ?Sized>(
+    net: &F,
+    x: &[f64],
+    level: f64,
+    range: f64,
+    grad: &mut [f64],
+    scratch: &mut Scratch,
+) -> f64 {
+    let logit = net.logit_grad(x, grad, scratch) - level;
+    let side = if logit >= 0.0 { 1.0 } else { -1.0 };
+    let norm = crate::geometry::norm(grad);
+    if logit == 0.0 {
+        return 0.0;
+    }
+    if !(norm > 0.0 && range > 0.0 && range.is_finite()) {
+        return side * f64::INFINITY;
+    }
+    // Towards the obstacle from the feasible side, out of it from inside: phi = side * logit falls
+    // to 0 at the boundary.
+    let dir: Vec<f64> = grad.iter().map(|g| -side * g / norm).collect();
+    let at = |s: f64, p: &mut Vec<f64>| {
+        p.clear();
+        p.extend(x.iter().zip(&dir).map(|(xi, di)| xi + s * di));
+    };
+    let (max_step, min_step) = (range / 64.0, range * 1e-6);
+    let (mut before, mut phi, mut slope) = (0.0, side * logit, norm);
+    let mut p = Vec::with_capacity(x.len());
+    let after = loop {
+        let step = if slope > 0.0 {
+            (phi / slope).clamp(min_step, max_step)
+        } else {
+            max_step
+        };
+        let s = before + step;
+        if s > range {
+            return side * f64::INFINITY;
+        }
+        at(s, &mut p);
+        let l = net.logit_grad(&p, grad, scratch) - level;
+        if side * l <= 0.0 {
+            break s;
+        }
+        phi = side * l;
+        // How fast phi falls along the walk (the gradient's component against it).
+        slope = -side * grad.iter().zip(&dir).map(|(g, d)| g * d).sum::<f64>();
+        before = s;
+    };
+    // The sign changes in (before, after]: bisect to a millionth of the range.
+    let (mut lo, mut hi) = (before, after);
+    while hi - lo > min_step {
+        let mid = 0.5 * (lo + hi);
+        at(mid, &mut p);
+        if side * (net.logit_grad(&p, grad, scratch) - level) > 0.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    side * 0.5 * (lo + hi)
+}
+
 /// Settings of the modulation and of the nominal dynamical system.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1377,6 +1446,62 @@ mod tests {
         let z = 1.0 / (1.0 + (-k * (n - r)).exp());
         let dz = z * (1.0 - z) * k;
         (z, d.iter().map(|v| dz * v / n).collect())
+    }
+
+    /// A learned constraint along the first axis whose logit is steep inside and flattens outwards:
+    /// 4 (t - 0.5) up to t = 1, then 2 + 0.1 (t - 1); the boundary is at t = 0.5.
+    struct Flattening;
+
+    impl Feasibility for Flattening {
+        fn logit_grad(&self, x: &[f64], grad: &mut [f64], _: &mut Scratch) -> f64 {
+            grad.fill(0.0);
+            let t = x[0];
+            if t < 1.0 {
+                grad[0] = 4.0;
+                4.0 * (t - 0.5)
+            } else {
+                grad[0] = 0.1;
+                2.0 + 0.1 * (t - 1.0)
+            }
+        }
+    }
+
+    #[test]
+    fn the_distance_along_the_gradient_is_where_the_boundary_is_where_the_estimate_reads_long() {
+        let (mut g, mut s) = (vec![0.0; 2], Scratch::default());
+        let d = |x: &[f64], range: f64, g: &mut Vec<f64>, s: &mut Scratch| {
+            boundary_distance_along_gradient(&Flattening, x, 0.0, range, g, s)
+        };
+        // 2.5 from the boundary, where logit over gradient reads 22.
+        let far = [3.0, 0.7];
+        let l = Flattening.logit_grad(&far, &mut g, &mut s);
+        assert!((boundary_distance(l, &g) - 22.0).abs() < 1e-9);
+        assert!((d(&far, 10.0, &mut g, &mut s) - 2.5).abs() < 1e-4);
+        // Inside: negative, the way out.
+        assert!((d(&[0.25, 0.0], 10.0, &mut g, &mut s) + 0.25).abs() < 1e-4);
+        assert!((d(&[0.5 + 1e-7, 0.0], 10.0, &mut g, &mut s)).abs() < 1e-4);
+        // No boundary within the range: as far as can be told, infinitely far.
+        assert_eq!(d(&far, 2.0, &mut g, &mut s), f64::INFINITY);
+        // Flat zeta: no direction to look in.
+        struct Flat;
+        impl Feasibility for Flat {
+            fn logit_grad(&self, _: &[f64], grad: &mut [f64], _: &mut Scratch) -> f64 {
+                grad.fill(0.0);
+                -3.0
+            }
+        }
+        let flat = boundary_distance_along_gradient(&Flat, &[0.1, 0.0], 0.0, 10.0, &mut g, &mut s);
+        assert_eq!(flat, f64::NEG_INFINITY);
+        // A ball of radius 0.5: its distance in 3-D.
+        let ball = Sphere {
+            c: [0.0; 3],
+            r: 0.5,
+            k: 10.0,
+        };
+        let mut g3 = vec![0.0; 3];
+        let x = [0.6, 0.0, 0.8];
+        let d = boundary_distance_along_gradient(&ball, &x, 0.0, 10.0, &mut g3, &mut s);
+        assert!((d - 0.5).abs() < 1e-4, "{d}");
     }
 
     #[test]

@@ -45,6 +45,13 @@ def test_batch_answers_equal_pucl_query(start_node, models, tmp_path):
         assert abs(a - b) <= 1e-12
     for a, b in zip(r.gradient, cli["gradient"]):
         assert abs(a - b) <= 1e-12 * max(1.0, abs(b))
+    # How far and which way: the same as the CLI's (whose JSON writes an infinite distance as null).
+    assert len(r.distance) == 40 and len(r.direction) == 120
+    for a, b, f in zip(r.distance, cli["distance"], r.feasible):
+        assert (a > 0) == f
+        assert (math.isinf(a) and b is None) or abs(a - b) <= 1e-12, (a, b)
+    for a, b in zip(r.direction, cli["direction"]):
+        assert abs(a - b) <= 1e-12
     node.destroy_node()
 
 
