@@ -1,12 +1,14 @@
-//! demo_recorder: records demonstrations from `ee_pose` and the applied twist (`applied_twist`),
-//! segmented by `~/start` / `~/stop` or automatically (start on motion, stop at the goal or when idle);
+//! demo_recorder: records demonstrations from `ee_pose` and the applied twist (`applied_twist`), or
+//! from the pose alone resampled at the task's period (a real arm's driver: no twist stamped like
+//! its pose), segmented by `~/start` / `~/stop` or automatically (start on motion, stop at the goal
+//! or when idle);
 //! writes the set atomically as CSV (the CLI's format) after every demonstration and on shutdown, so
 //! nothing recorded is lost, and if `bag` is set, the pose and twist messages received while recording
 //! as an MCAP bag (rosbag2's storage); publishes the count on `~/count` (latched).
 use futures::StreamExt;
 use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
 use pucl::demos::pairing::StampPairs;
-use pucl::demos::recorder::{AutoSegment, Recorder};
+use pucl::demos::recorder::{AutoSegment, PoseResampler, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;
@@ -15,8 +17,12 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use tokio::task::LocalSet;
 
-/// The bag and the indices of its pose and twist channels.
-type BagChannels = (Rc<RefCell<Bag>>, usize, usize);
+/// The bag and the indices of its pose and twist channels (no twist channel without a twist topic).
+type BagChannels = (Rc<RefCell<Bag>>, usize, Option<usize>);
+
+/// Poses further apart than this (s) are not interpolated between (pose-only recording): the
+/// resampling starts again after the gap.
+const POSE_GAP: f64 = 0.5;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = r2r::Context::create()?;
@@ -38,8 +44,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &node,
         "applied_twist_topic",
         "applied_twist",
-        "applied twist (TwistStamped)",
+        "applied twist (TwistStamped) stamped like the pose it led to; empty: none, the rows are \
+         the poses resampled at the task's period with the velocity between them",
     );
+    let pose_only = twist_topic.is_empty();
     let auto = param_bool(
         &node,
         "auto_segment",
@@ -85,13 +93,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             }))
         };
         let pose_ch = channel(&pose_topic, "geometry_msgs/msg/PoseStamped")?;
-        let twist_ch = channel(&twist_topic, "geometry_msgs/msg/TwistStamped")?;
+        let twist_ch = (!pose_only)
+            .then(|| channel(&twist_topic, "geometry_msgs/msg/TwistStamped"))
+            .transpose()?;
         Some((Rc::new(RefCell::new(bag)), pose_ch, twist_ch))
     };
     let auto = auto.then_some(AutoSegment {
         motion_threshold: motion,
         idle_timeout: idle,
     });
+    let resampler = Rc::new(RefCell::new(PoseResampler::new(
+        task.spec.dynamics.dt,
+        POSE_GAP,
+    )));
     let recorder = Rc::new(RefCell::new(Recorder::new(task, auto)));
     let count_pub = node.create_publisher::<r2r::std_msgs::msg::UInt32>(
         "~/count",
@@ -140,7 +154,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
     let reliable = QosProfile::default().reliable().keep_last(100);
     let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
-    let mut twists = node.subscribe::<TwistStamped>(&twist_topic, reliable)?;
+    let twists = (!pose_only)
+        .then(|| node.subscribe::<TwistStamped>(&twist_topic, reliable))
+        .transpose()?;
     // The simulator publishes the pose and the twist that led to it with the same stamp: pair them.
     // Either topic may arrive several messages ahead of the other; each waits in a queue.
     type Stamp = (i32, u32);
@@ -227,17 +243,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keep = {
         let (r, bag) = (recorder.clone(), bag.clone());
         let held = RefCell::new(None::<(usize, u64, u64, Vec<u8>)>);
-        move |channel: fn(&BagChannels) -> usize,
+        move |channel: fn(&BagChannels) -> Option<usize>,
               stamp: &r2r::builtin_interfaces::msg::Time,
               cdr: r2r::Result<Vec<u8>>| {
             let (Some(b), Ok(cdr)) = (&bag, cdr) else {
+                return;
+            };
+            let Some(channel) = channel(b) else {
                 return;
             };
             let now = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64);
             let stamp = stamp.sec.max(0) as u64 * 1_000_000_000 + u64::from(stamp.nanosec);
-            let message = (channel(b), now, stamp, cdr);
+            let message = (channel, now, stamp, cdr);
             if r.borrow().is_recording() {
                 let mut bag = b.0.borrow_mut();
                 if let Some((c, t, s, m)) = held.borrow_mut().take() {
@@ -251,11 +270,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     let keep = Rc::new(keep);
     let key = |t: &r2r::builtin_interfaces::msg::Time| (t.sec, t.nanosec);
-    let (pp, f, k) = (pairs.clone(), feed.clone(), keep.clone());
+    let (pp, f, k, rs) = (pairs.clone(), feed.clone(), keep.clone(), resampler.clone());
     tasks.spawn_local(async move {
         while let Some(m) = poses.next().await {
-            k(|b| b.1, &m.header.stamp, m.to_serialized_bytes());
+            k(|b| Some(b.1), &m.header.stamp, m.to_serialized_bytes());
             let q = m.pose.position;
+            if pose_only {
+                // Timed by its stamp (the driver's clock), or on arrival when it has none.
+                let stamp = m.header.stamp;
+                let t = if stamp.sec == 0 && stamp.nanosec == 0 {
+                    seconds(&ros::stamp())
+                } else {
+                    seconds(&stamp)
+                };
+                let samples = rs.borrow_mut().push(t, &[q.x, q.y, q.z]);
+                f(samples
+                    .into_iter()
+                    .map(|(t, p, v)| (time_of(t), [p[0], p[1], p[2]], [v[0], v[1], v[2]]))
+                    .collect());
+                continue;
+            }
             let matched = pp
                 .borrow_mut()
                 .push_a(key(&m.header.stamp), [q.x, q.y, q.z]);
@@ -264,6 +298,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
     let (pt, f, k) = (pairs.clone(), feed.clone(), keep.clone());
     tasks.spawn_local(async move {
+        let Some(mut twists) = twists else {
+            return;
+        };
         while let Some(m) = twists.next().await {
             k(|b| b.2, &m.header.stamp, m.to_serialized_bytes());
             let l = m.twist.linear;
@@ -282,10 +319,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // Reliable, so that nothing recorded is lost; a best-effort publisher (a driver's sensor-data
     // QoS) therefore does not match, which is the usual reason nothing arrives.
-    let topics = format!(
-        "waiting for a pose on {pose_topic} paired with a twist on {twist_topic}; both are read \
-         reliable: a publisher offering best effort (sensor-data QoS) does not match"
-    );
+    let topics = if pose_only {
+        format!(
+            "waiting for a pose on {pose_topic}; it is read reliable: a publisher offering best \
+             effort (sensor-data QoS) does not match"
+        )
+    } else {
+        format!(
+            "waiting for a pose on {pose_topic} paired with a twist on {twist_topic}; both are \
+             read reliable: a publisher offering best effort (sensor-data QoS) does not match"
+        )
+    };
     tasks.spawn_local(async move {
         while let Some(req) = starts.next().await {
             d.set(p.borrow().dropped());
@@ -353,6 +397,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// A message stamp in seconds.
 fn seconds(t: &r2r::builtin_interfaces::msg::Time) -> f64 {
     f64::from(t.sec) + f64::from(t.nanosec) * 1e-9
+}
+
+/// Seconds as a stamp's (sec, nanosec).
+fn time_of(t: f64) -> (i32, u32) {
+    let sec = t.floor();
+    (
+        sec as i32,
+        ((t - sec) * 1e9).round().min(999_999_999.0) as u32,
+    )
 }
 
 /// What is wrong with a demonstration that just ended: `lost` pose or twist messages dropped

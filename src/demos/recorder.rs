@@ -195,6 +195,74 @@ impl Recorder {
     }
 }
 
+/// A pose stream at a driver's own rate (any, even uneven), resampled at the task's control period
+/// `dt` for a robot that publishes no applied twist stamped like its pose: the position at
+/// t0 + k dt by linear interpolation between the poses around it, with the velocity that moved the
+/// previous sample there. Rows then follow the reference's (s_t, a_t) at the task's rate, whatever
+/// the driver's. A gap longer than `max_gap` between poses starts a new grid: no motion is made up
+/// across it. Poses not newer than the last are ignored.
+#[derive(Debug, Clone)]
+pub struct PoseResampler {
+    dt: f64,
+    max_gap: f64,
+    /// The last pose received and its time.
+    last: Option<(f64, Vec<f64>)>,
+    /// The last sample emitted and its time (the next one is due dt later).
+    sample: Option<(f64, Vec<f64>)>,
+}
+
+/// A resampled sample: time, position and the velocity (position units per second) that reached it.
+pub type Resampled = (f64, Vec<f64>, Vec<f64>);
+
+impl PoseResampler {
+    pub fn new(dt: f64, max_gap: f64) -> Self {
+        PoseResampler {
+            dt,
+            max_gap,
+            last: None,
+            sample: None,
+        }
+    }
+
+    /// The samples whose time the pose at `t` has reached, in order. The first pose (and the first
+    /// after a gap) is a sample at rest: the state a demonstration starts from.
+    pub fn push(&mut self, t: f64, position: &[f64]) -> Vec<Resampled> {
+        if !t.is_finite() || position.iter().any(|v| !v.is_finite()) {
+            return Vec::new();
+        }
+        let restart = match &self.last {
+            Some((t_last, _)) if t <= *t_last => return Vec::new(),
+            Some((t_last, _)) => t - t_last > self.max_gap,
+            None => true,
+        };
+        if restart {
+            self.last = Some((t, position.to_vec()));
+            self.sample = Some((t, position.to_vec()));
+            return vec![(t, position.to_vec(), vec![0.0; position.len()])];
+        }
+        let (Some((t0, p0)), Some((mut ts, mut ps))) = (self.last.take(), self.sample.take())
+        else {
+            unreachable!("a pose and a sample exist once started");
+        };
+        let mut out = Vec::new();
+        while ts + self.dt <= t + 1e-12 * self.dt {
+            let tk = ts + self.dt;
+            let w = ((tk - t0) / (t - t0)).clamp(0.0, 1.0);
+            let pk: Vec<f64> = p0
+                .iter()
+                .zip(position)
+                .map(|(a, b)| a + w * (b - a))
+                .collect();
+            let vk = pk.iter().zip(&ps).map(|(a, b)| (a - b) / self.dt).collect();
+            out.push((tk, pk.clone(), vk));
+            (ts, ps) = (tk, pk);
+        }
+        self.last = Some((t, position.to_vec()));
+        self.sample = Some((ts, ps));
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,5 +396,73 @@ mod tests {
             "idle for longer than 0.5 s"
         );
         assert_eq!(r.demos.len(), 2);
+    }
+
+    #[test]
+    fn poses_at_a_drivers_uneven_rate_become_samples_at_the_tasks_period_with_their_velocity() {
+        // A driver at about 100 Hz with jitter, moving at 0.1 m/s along x; the task runs at 60 Hz.
+        let dt = 1.0 / 60.0;
+        let mut r = PoseResampler::new(dt, 0.5);
+        let mut samples = Vec::new();
+        let mut t = 10.0;
+        for k in 0..100 {
+            let jitter = if k % 3 == 0 { 0.004 } else { -0.002 };
+            samples.extend(r.push(t, &[0.1 * (t - 10.0), 0.2, 0.05]));
+            t += 0.01 + jitter;
+        }
+        // The first is the start at rest; then one sample every dt.
+        assert_eq!(samples[0].2, vec![0.0; 3]);
+        for w in samples.windows(2) {
+            assert!((w[1].0 - w[0].0 - dt).abs() < 1e-9);
+            assert!(
+                (w[1].2[0] - 0.1).abs() < 1e-9 && w[1].2[1].abs() < 1e-12,
+                "{:?}",
+                w[1]
+            );
+            assert!((w[1].1[0] - 0.1 * (w[1].0 - 10.0)).abs() < 1e-9);
+        }
+        let covered = samples.last().unwrap().0 - 10.0;
+        assert_eq!(samples.len(), 1 + (covered / dt).round() as usize);
+        assert!(covered > 1.0 - 0.02, "{covered}");
+        // A pose no newer than the last is ignored; after a gap the grid starts again at rest.
+        assert!(r.push(t - 0.5, &[9.0, 9.0, 9.0]).is_empty());
+        let after = r.push(t + 1.0, &[0.5, 0.2, 0.05]);
+        assert_eq!(after, vec![(t + 1.0, vec![0.5, 0.2, 0.05], vec![0.0; 3])]);
+    }
+
+    #[test]
+    fn resampled_poses_fed_to_the_recorder_give_the_rows_of_the_motion_at_the_tasks_rate() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        let dt = task.spec.dynamics.dt;
+        let mut rec = Recorder::new(task.clone(), None);
+        let mut r = PoseResampler::new(dt, 0.5);
+        let mut feed = |rec: &mut Recorder, t: f64, x: f64| {
+            for (ts, p, v) in r.push(t, &[x, 0.0, 0.05]) {
+                rec.sample(ts, &p, &v);
+            }
+        };
+        // At rest at x = 0.35 for 0.2 s (10 ms poses), then 0.24 m/s for 0.5 s.
+        for k in 0..20 {
+            feed(&mut rec, k as f64 * 0.01, 0.35);
+        }
+        rec.start().unwrap();
+        for k in 20..=70 {
+            feed(
+                &mut rec,
+                k as f64 * 0.01,
+                0.35 + 0.24 * (k - 20) as f64 * 0.01,
+            );
+        }
+        assert_eq!(rec.stop().unwrap(), 30);
+        // Every row's action is half the action limit (0.24 m/s of 0.48), the state moving 4 mm.
+        let d = &rec.demos;
+        for i in 0..30 {
+            assert!(
+                (d.action(0, i)[0] - 0.5).abs() < 1e-9,
+                "{:?}",
+                d.action(0, i)
+            );
+            assert!((d.state(0, i)[0] - (0.35 + 0.004 * i as f64)).abs() < 1e-9);
+        }
     }
 }

@@ -272,3 +272,51 @@ def test_a_second_simulator_publishing_the_pose_is_kept_but_reported_at_the_stop
     assert sum(x < 0.5 for x in xs) >= 5, "the arm's poses are kept"
     log = (tmp_path / "demo_recorder.log").read_text()
     assert "second node publishing the pose" in log, log
+
+
+def test_a_robot_publishing_only_its_pose_at_its_own_rate_is_recorded_at_the_tasks_period(start_node, tmp_path):
+    # A real arm's driver publishes its pose at its own rate (here about 100 Hz, unevenly) and no
+    # applied twist stamped like it: with applied_twist_topic empty the rows are the poses resampled
+    # at the task's 60 Hz, with the velocity between them as the action.
+    out = tmp_path / "demos.csv"
+    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag="''", applied_twist_topic="''", auto_segment="true")
+    node = rclpy.create_node(f"rec_pose_only_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    pub = node.create_publisher(PoseStamped, "/ee_pose", 100)
+    counts = []
+    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data),
+                             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    assert wait_for(node, lambda: pub.get_subscription_count() > 0, 20)
+    speed, t0 = 0.2, time.time()
+
+    def publish(x, t):
+        m = PoseStamped()
+        m.header.frame_id = "base_link"
+        m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = x, -0.09, 0.05
+        m.pose.orientation.w = 1.0
+        pub.publish(m)
+
+    # At rest for 0.3 s, along x at 0.2 m/s for 1.25 s, at rest for 1.5 s (idle_timeout 1 s ends it).
+    k = 0
+    while True:
+        t = time.time()
+        moved = min(max(t - t0 - 0.3, 0.0), 1.25)
+        publish(0.35 + speed * moved, t)
+        if t - t0 > 3.05:
+            break
+        k += 1
+        time.sleep(0.008 if k % 2 else 0.012)
+    assert wait_for(node, lambda: counts and counts[-1] == 1, 10), counts
+    rows = read_rows(out)
+    assert {r["demo"] for r in rows} == {"0"}
+    dt = 1.0 / 60.0
+    # 1.25 s of motion: 75 rows at 60 Hz, up to two more where the grid straddles the start and the
+    # end of the motion between two poses.
+    assert 74 <= len(rows) <= 77, len(rows)
+    ax = [float(r["ax"]) for r in rows]
+    inner = ax[2:-2]
+    assert all(abs(a - speed / SCALE) < 1e-5 for a in inner), inner
+    xs = [float(r["x"]) for r in rows]
+    assert all(abs(b - a - speed * dt) < 1e-5 for a, b in zip(xs[2:-2], xs[3:-1])), xs
+    assert all(float(r["y"]) == -0.09 and float(r["ay"]) == 0.0 for r in rows)
+    node.destroy_node()
