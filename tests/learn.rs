@@ -170,6 +170,62 @@ fn query_says_how_far_the_learned_boundary_is_as_spheres_round_the_point_find_it
 }
 
 #[test]
+fn a_task_file_without_a_true_constraint_learns_evaluates_plots_and_queries_measuring_no_truth() {
+    // A real robot's task file: the cylinder task's, with its true constraint and evaluation left out.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("config/tasks/reach_obstacle_3d.yaml")).unwrap();
+    let (head, tail) = text.split_once("true_constraint:").unwrap();
+    let expert = tail.find("expert:").unwrap();
+    let yaml =
+        format!("{}{}", head, &tail[expert..]).replace("name: reach_obstacle_3d", "name: my_arm");
+    assert!(!yaml.contains("true_constraint") && !yaml.contains("evaluation"));
+    let d = tempfile::tempdir().unwrap();
+    let (task, model) = (d.path().join("my_arm.yaml"), d.path().join("model.json"));
+    std::fs::write(&task, yaml).unwrap();
+    let (t, m) = (task.to_str().unwrap(), model.to_str().unwrap());
+    let demos = reference("reach_obstacle_3d_ds.csv");
+    let o = pucl(&["learn", "--task", t, "--demos", &demos, "--out", m]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stdout(&o).contains("no true constraint in the task file"),
+        "{}",
+        stdout(&o)
+    );
+    let o = pucl(&["eval", "--task", t, "--model", m, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    // Nothing to measure IoU or safety against: null, not a rate of 0; the runs are measured.
+    for k in [
+        "iou",
+        "recall",
+        "precision",
+        "unsafe_rate",
+        "violating_episodes",
+    ] {
+        assert!(v[k].is_null(), "{k}: {v}");
+    }
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.9, "{v}");
+    let o = pucl(&["eval", "--task", t, "--model", m]);
+    assert!(stdout(&o).contains("IoU and the unsafe rate are not measured"));
+    // The learned obstacle stands where the cylinder is: inside it infeasible, the starts feasible.
+    let o = pucl(&[
+        "query", "--model", m, "--json", "0.55", "0.0", "0.05", "0.35", "-0.09", "0.05",
+    ]);
+    let q: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(q["feasible"], serde_json::json!([false, true]), "{q}");
+    for (cmd, png) in [("plot", "zeta.png"), ("plot-task", "task.png")] {
+        let out = d.path().join(png);
+        let mut args = vec![cmd, "--task", t, "--out", out.to_str().unwrap()];
+        if cmd == "plot" {
+            args.extend(["--model", m, "--demos", &demos]);
+        }
+        let o = pucl(&args);
+        assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+        assert!(std::fs::metadata(&out).unwrap().len() > 10_000);
+    }
+}
+
+#[test]
 fn query_reads_many_points_from_a_csv_file_or_stdin_and_answers_as_for_arguments() {
     let m = model_3d().to_str().unwrap();
     let d = tempfile::tempdir().unwrap();

@@ -174,11 +174,15 @@ pub fn run(a: EvalArgs) -> Result<()> {
             );
         }
     }
+    // Without a true constraint (a real robot's task) nothing is unsafe by definition: say so, and
+    // write null rather than a rate of 0.
+    let truth = !task.true_constraint.is_empty();
     if a.json {
         let v = serde_json::json!({
             "iou": e.iou, "recall": e.recall, "precision": e.precision,
             "all_infeasible_iou": e.confusion.all_infeasible_iou(),
-            "unsafe_rate": e.unsafe_rate, "violating_episodes": e.violating_episodes,
+            "unsafe_rate": truth.then_some(e.unsafe_rate),
+            "violating_episodes": truth.then_some(e.violating_episodes),
             "goal_reached": (!task.spec.goal.is_none()).then_some(e.goal_reached),
             "stopped": (!task.spec.goal.is_none()).then_some(e.stopped),
             "guided": e.guided,
@@ -190,23 +194,31 @@ pub fn run(a: EvalArgs) -> Result<()> {
         println!("{v}");
     } else {
         println!("{} on task '{}'", a.model.display(), task.name());
-        println!(
-            "  IoU                 {:.4} (predicting every point infeasible: {:.4})",
-            e.iou,
-            e.confusion.all_infeasible_iou()
-        );
-        println!("  recall              {:.4}", e.recall);
-        println!("  precision           {:.4}", e.precision);
-        println!(
-            "  unsafe rate         {:.4} % ({} of {} steps)",
-            100.0 * e.unsafe_rate,
-            e.unsafe_counts.violating_steps,
-            e.unsafe_counts.steps
-        );
-        println!(
-            "  violating episodes  {} of {}",
-            e.unsafe_counts.violating_episodes, e.unsafe_counts.episodes
-        );
+        if truth {
+            println!(
+                "  IoU                 {:.4} (predicting every point infeasible: {:.4})",
+                e.iou,
+                e.confusion.all_infeasible_iou()
+            );
+            println!("  recall              {:.4}", e.recall);
+            println!("  precision           {:.4}", e.precision);
+            println!(
+                "  unsafe rate         {:.4} % ({} of {} steps)",
+                100.0 * e.unsafe_rate,
+                e.unsafe_counts.violating_steps,
+                e.unsafe_counts.steps
+            );
+            println!(
+                "  violating episodes  {} of {}",
+                e.unsafe_counts.violating_episodes, e.unsafe_counts.episodes
+            );
+        } else {
+            println!(
+                "  no true constraint in the task file: IoU and the unsafe rate are not measured, \
+                 the runs below are ({} episodes)",
+                e.unsafe_counts.episodes
+            );
+        }
         if task.spec.goal.is_none() {
             println!("  goal reached        none (the task has no goal)");
             println!("  mean return         {:.1}", e.mean_return);

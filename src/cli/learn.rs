@@ -99,21 +99,26 @@ pub fn run(a: LearnArgs) -> Result<()> {
     }
     let model = ConstraintModel::from_learned(&task, &set, &cfg, a.seed, &learned);
     model.save(&a.out)?;
+    let measured = if task.true_constraint.is_empty() {
+        "no true constraint in the task file: nothing to measure against".to_string()
+    } else {
+        format!(
+            "IoU {:.3}, recall {:.3}, precision {:.3}",
+            last.iou, last.recall, last.precision
+        )
+    };
     if let (Some(p), Some(pol)) = (&a.policy_out, &learned.policy) {
         PolicyFile::new(&task, a.seed, pol.clone()).save(p)?;
         println!("wrote {}: the CRL policy", p.display());
     }
     println!(
-        "wrote {}: {} iterations in {:.1} s ({}), |M| {}, loss {:.4}, IoU {:.3}, recall {:.3}, precision {:.3}",
+        "wrote {}: {} iterations in {:.1} s ({}), |M| {}, loss {:.4}, {measured}",
         a.out.display(),
         learned.history.len(),
         learned.seconds,
         learned.stop_reason,
         last.memory_buffer,
         last.loss,
-        last.iou,
-        last.recall,
-        last.precision
     );
     Ok(())
 }
@@ -138,21 +143,26 @@ fn show_progress(bar: &ProgressBar, st: &IterationStats) {
         Some(n) if n < st.reliable_infeasible => format!(" ({n} new)"),
         _ => String::new(),
     };
+    // NaN: no true constraint to measure against.
+    let iou = if st.iou.is_nan() {
+        "-".to_string()
+    } else {
+        format!("{:.3}", st.iou)
+    };
     bar.set_message(format!(
-        "|R| {}{repeats} |M| {} loss {:.4} IoU {:.3}{crl}",
-        st.reliable_infeasible, st.memory_buffer, st.loss, st.iou
+        "|R| {}{repeats} |M| {} loss {:.4} IoU {iou}{crl}",
+        st.reliable_infeasible, st.memory_buffer, st.loss
     ));
     if bar.is_hidden() {
         // Not a terminal: one line per iteration instead of the bar.
         eprintln!(
-            "iteration {}: kept {}/{} rollouts, |R| {}{repeats}, |M| {}, loss {:.4}, IoU {:.3}, {:.1} s{crl}",
+            "iteration {}: kept {}/{} rollouts, |R| {}{repeats}, |M| {}, loss {:.4}, IoU {iou}, {:.1} s{crl}",
             st.iteration,
             st.kept,
             st.rollouts,
             st.reliable_infeasible,
             st.memory_buffer,
             st.loss,
-            st.iou,
             st.seconds
         );
     }

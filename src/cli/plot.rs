@@ -51,7 +51,9 @@ pub fn run(a: PlotArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
     let m = ConstraintModel::load(&a.model)?;
     m.check_task(&task, &a.model)?;
-    if task.grid.is_empty() {
+    // Without a grid but for a task with no true constraint (a real robot's), the heat map is drawn
+    // over the workspace or what the model learned from.
+    if task.grid.is_empty() && !task.true_constraint.is_empty() {
         return states_picture(&task, &m, &a);
     }
     let crl = a
@@ -122,7 +124,11 @@ pub fn run(a: PlotArgs) -> Result<()> {
 pub fn run_task(a: PlotTaskArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
     let mut paths = Vec::new();
-    let mut title = format!("{}: true constraint", task.name());
+    let mut title = if task.true_constraint.is_empty() {
+        format!("{}: workspace, no true constraint", task.name())
+    } else {
+        format!("{}: true constraint", task.name())
+    };
     if let Some(f) = &a.demos {
         paths.push(Series::demonstrations(&task, &DemoSet::load(f, &task)?));
         title.push_str(" and demonstrations");

@@ -61,9 +61,12 @@ pub struct IterationStats {
     #[serde(deserialize_with = "nan_from_null")]
     pub loss: f64,
     pub seconds: f64,
-    /// Against the true constraint on the evaluation grid (known in simulation).
+    /// Against the true constraint on the evaluation grid (known in simulation); NaN without one.
+    #[serde(deserialize_with = "nan_from_null")]
     pub iou: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     pub recall: f64,
+    #[serde(deserialize_with = "nan_from_null")]
     pub precision: f64,
     /// CRL: the policy's mean episode return and learned cost per step while training, and nu.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -103,7 +103,8 @@ pub fn zeta_color(z: f64) -> RGBColor {
 
 impl Scene<'_> {
     /// The slice value of feature k for the views: through the first primitive that is bounded in that
-    /// feature, else the goal (for position features), else the middle of the evaluation grid.
+    /// feature; without a true constraint, the median of the reliable infeasible points drawn; else the
+    /// goal (for position features), else the middle of the evaluation grid or the workspace.
     fn slice_value(&self, k: usize) -> f64 {
         let t = self.task;
         for s in &t.true_constraint {
@@ -112,13 +113,39 @@ impl Scene<'_> {
                 return 0.5 * (lo[k] + hi[k]);
             }
         }
+        // No true constraint (a real robot's task): through the middle of the labelled infeasible
+        // states, where the learned obstacle is.
+        let mut labelled: Vec<f64> = self
+            .points
+            .iter()
+            .flat_map(|s| s.groups.iter().flatten())
+            .map(|p| p[k])
+            .filter(|v| v.is_finite())
+            .collect();
+        if t.true_constraint.is_empty() && !labelled.is_empty() {
+            labelled.sort_by(f64::total_cmp);
+            return labelled[labelled.len() / 2];
+        }
         if let Feature::State(i) = t.features[k]
             && let Some(p) = t.position_idx.iter().position(|&j| j == i)
         {
             return t.goal()[p];
         }
-        let g = &t.grid[k];
-        0.5 * (g[0] + g[g.len() - 1])
+        self.extent(k).map_or(0.0, |(lo, hi)| 0.5 * (lo + hi))
+    }
+
+    /// What the task says feature k spans: its evaluation grid, or, without one (a task with no true
+    /// constraint), the workspace bounds of a position feature.
+    fn extent(&self, k: usize) -> Option<(f64, f64)> {
+        let t = self.task;
+        if let Some(g) = t.grid.get(k).filter(|g| !g.is_empty()) {
+            return Some((g[0].min(g[g.len() - 1]), g[0].max(g[g.len() - 1])));
+        }
+        let Feature::State(i) = t.features[k] else {
+            return None;
+        };
+        let p = t.position_idx.iter().position(|&j| j == i)?;
+        t.bounds.as_ref().map(|(lo, hi)| (lo[p], hi[p]))
     }
 
     fn views(&self) -> Result<Vec<View>> {
@@ -162,8 +189,7 @@ impl Scene<'_> {
 
     /// Axis range of feature k: the evaluation grid and everything drawn, with a small pad.
     fn range(&self, k: usize) -> (f64, f64) {
-        let g = &self.task.grid[k];
-        let (mut lo, mut hi) = (g[0].min(g[g.len() - 1]), g[0].max(g[g.len() - 1]));
+        let (mut lo, mut hi) = self.extent(k).unwrap_or((f64::INFINITY, f64::NEG_INFINITY));
         for s in self.paths.iter().chain(&self.points) {
             for p in s.groups.iter().flatten() {
                 if p[k].is_finite() {
@@ -171,6 +197,10 @@ impl Scene<'_> {
                     hi = hi.max(p[k]);
                 }
             }
+        }
+        if lo > hi {
+            // Nothing spans it (no grid, bounds or data): a unit range.
+            return (-0.5, 0.5);
         }
         let pad = 0.05 * (hi - lo).max(1e-9);
         (lo - pad, hi + pad)
@@ -311,10 +341,14 @@ impl Scene<'_> {
             }
         }
         // Listed first in the legend, drawn last: markers on the boundary must not hide the truth.
-        chart
-            .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?
-            .label("true boundary")
-            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2)));
+        if !self.task.true_constraint.is_empty() {
+            chart
+                .draw_series(std::iter::empty::<PathElement<(f64, f64)>>())?
+                .label("true boundary")
+                .legend(|(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 18, y)], BLACK.stroke_width(2))
+                });
+        }
 
         for s in &self.paths {
             let color = s.color;

@@ -40,9 +40,6 @@ impl Task {
         let c = components(&spec, &f)?;
         let dy = dynamics(&spec, &f)?;
         let speed_idx = reward(&spec, &f)?;
-        if spec.true_constraint.is_empty() {
-            return Err(f.err("true_constraint", "needs at least one primitive"));
-        }
         let true_constraint = compile_all(
             &f,
             "true_constraint",
@@ -399,8 +396,11 @@ fn episodes(spec: &TaskSpec, f: &Fields, bounds: &Option<(Vec<f64>, Vec<f64>)>) 
 
 /// The evaluation grid, one axis per constraint input; and the episode count.
 fn evaluation_grid(spec: &TaskSpec, f: &Fields, features: usize) -> Result<Vec<Vec<f64>>> {
+    // Without a true constraint there is nothing to measure on a grid.
+    let unknown = spec.true_constraint.is_empty() && spec.evaluation.grid.is_empty();
     // A MuJoCo task's state has too many dimensions for a grid.
-    let none_allowed = spec.dynamics.mujoco.is_some() && spec.evaluation.grid.is_empty();
+    let none_allowed =
+        (spec.dynamics.mujoco.is_some() || unknown) && spec.evaluation.grid.is_empty();
     if spec.evaluation.grid.len() != features && !none_allowed {
         return Err(f.err(
             "evaluation.grid",
@@ -423,7 +423,7 @@ fn evaluation_grid(spec: &TaskSpec, f: &Fields, features: usize) -> Result<Vec<V
     if spec.evaluation.episodes == 0 {
         return Err(f.err("evaluation.episodes", "must be at least 1"));
     }
-    if none_allowed && spec.evaluation.policies.is_empty() {
+    if none_allowed && !unknown && spec.evaluation.policies.is_empty() {
         return Err(f.err(
             "evaluation.policies",
             "a task without a grid needs policies whose states IoU is measured on",

@@ -44,8 +44,12 @@ pub struct TaskSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub training_starts: Option<StartBox>,
     /// The true constraint: a union of primitives over the feature space; infeasible inside any.
-    #[serde(deserialize_with = "crate::task::shape::primitives")]
+    /// None (a real robot's task: nobody wrote the constraint down) learns all the same; then
+    /// nothing is measured against it.
+    #[serde(default, deserialize_with = "crate::task::shape::primitives")]
     pub true_constraint: Vec<PrimitiveSpec>,
+    /// How a learned constraint is measured against the true one. Optional without a true constraint.
+    #[serde(default)]
     pub evaluation: EvaluationSpec,
     #[serde(default)]
     pub expert: ExpertSpec,
@@ -185,6 +189,17 @@ pub struct EvaluationSpec {
 
 fn default_episodes() -> usize {
     30
+}
+
+impl Default for EvaluationSpec {
+    /// No grid, the default episodes: what a task without a true constraint needs.
+    fn default() -> Self {
+        EvaluationSpec {
+            grid: Vec::new(),
+            episodes: default_episodes(),
+            policies: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
