@@ -108,12 +108,17 @@ fn generate_demos(a: GenerateArgs) -> Result<()> {
     } else {
         format!("goal reached {}/{}", r.reached_goal, r.demos)
     };
+    // Without a true constraint the expert goes straight: nothing shaped the demonstrations.
+    let violations = if task.true_constraint.is_empty() {
+        "no true constraint (the expert went straight)".to_string()
+    } else {
+        format!("true violations {}", r.violating_steps)
+    };
     println!(
-        "wrote {}: {} demonstrations, {} steps, {goal}, true violations {}",
+        "wrote {}: {} demonstrations, {} steps, {goal}, {violations}",
         a.out.display(),
         r.demos,
         r.steps,
-        r.violating_steps
     );
     Ok(())
 }
@@ -183,12 +188,16 @@ fn check(a: CheckArgs) -> Result<()> {
     } else {
         println!("  goal reached     {} of {}", r.reached_goal, r.demos);
     }
-    println!(
-        "  true violations  {} steps in {} demonstrations {:?}",
-        r.violating_steps,
-        r.violating_demos.len(),
-        r.violating_demos
-    );
+    if task.true_constraint.is_empty() {
+        println!("  true violations  not checked: the task file has no true constraint");
+    } else {
+        println!(
+            "  true violations  {} steps in {} demonstrations {:?}",
+            r.violating_steps,
+            r.violating_demos.len(),
+            r.violating_demos
+        );
+    }
     println!(
         "  jumps            {} steps in {} demonstrations {:?} (farther than {} times the action limit allows in one step)",
         r.jumping_steps,
