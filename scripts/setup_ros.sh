@@ -77,11 +77,15 @@ rm -rf "$P/build/pucl_interfaces"  # a cache from another source folder would be
   || { log "pucl_interfaces does not import"; exit 1; }
 
 # r2r's build script watches only environment variables: after the interfaces change, its generated
-# bindings must be rebuilt.
+# bindings must be rebuilt, in cargo's own target folder and in the one scripts/run.sh's colcon
+# build uses.
 if [ -d "$ROOT/target" ]; then
   log "interfaces changed: cleaning r2r's generated bindings"
-  for profile in "" "--release"; do
-    (cd "$ROOT" && cargo clean -q $profile -p r2r -p r2r_msg_gen 2>/dev/null) || true
+  for dir in "$ROOT/target" "$ROOT/target/colcon"; do
+    [ -d "$dir" ] || continue
+    for profile in "" "--release"; do
+      (cd "$ROOT" && CARGO_TARGET_DIR=$dir cargo clean -q $profile -p r2r -p r2r_msg_gen 2>/dev/null) || true
+    done
   done
 fi
 

@@ -378,6 +378,89 @@ fn bad_task_files_give_clear_errors_and_never_panic() {
 }
 
 #[test]
+fn a_log_of_timed_positions_at_a_robots_own_rate_resamples_to_the_demonstrations_it_came_from() {
+    // The cylinder task's reference demonstrations written as a robot would log them: the positions
+    // at about 100 Hz, unevenly, by linear interpolation of the recorded path, with a column the
+    // task does not know; then resampled at the task's 60 Hz.
+    let text = std::fs::read_to_string(reference("reach_obstacle_3d_ds.csv")).unwrap();
+    let dt = 1.0 / 60.0;
+    let mut demos: Vec<Vec<[f64; 3]>> = Vec::new();
+    for line in text.lines().skip(1) {
+        let v: Vec<f64> = line.split(',').map(|f| f.parse().unwrap()).collect();
+        let (d, step) = (v[0] as usize, v[1] as usize);
+        if step == 0 {
+            demos.push(Vec::new());
+        }
+        demos[d].push([v[2], v[3], v[4]]);
+    }
+    let mut log = String::from("demo,t,x,y,z,gripper\n");
+    for (d, path) in demos.iter().enumerate() {
+        let end = (path.len() - 1) as f64 * dt;
+        let (mut t, mut k) = (0.0, 0usize);
+        while t <= end + 1e-12 {
+            let s = t / dt;
+            let i = (s.floor() as usize).min(path.len() - 2);
+            let w = s - i as f64;
+            let p = [0, 1, 2].map(|c| path[i][c] + w * (path[i + 1][c] - path[i][c]));
+            log.push_str(&format!("{d},{t:.6},{},{},{},0\n", p[0], p[1], p[2]));
+            k += 1;
+            t += if k % 2 == 0 { 0.012 } else { 0.008 };
+        }
+        // The log ends where the arm stopped.
+        let p = path[path.len() - 1];
+        log.push_str(&format!("{d},{end:.9},{},{},{},0\n", p[0], p[1], p[2]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (input, out) = (dir.path().join("log.csv"), dir.path().join("demos.csv"));
+    std::fs::write(&input, log).unwrap();
+    let o = pucl(&[
+        "demos",
+        "resample",
+        input.to_str().unwrap(),
+        "--task",
+        "reach_obstacle_3d",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r = check(&out, "reach_obstacle_3d");
+    assert_eq!(r["demos"].as_u64().unwrap() as usize, demos.len(), "{r}");
+    // Row k is the state at k dt: the recorded one, to the interpolation's error at the path's
+    // corners (under a millimetre); the last recorded state is where the log ends, no row of its
+    // own (one row fewer).
+    let rows = std::fs::read_to_string(&out).unwrap();
+    let mut got: Vec<Vec<[f64; 3]>> = vec![Vec::new(); demos.len()];
+    for line in rows.lines().skip(1) {
+        let v: Vec<f64> = line.split(',').map(|f| f.parse().unwrap()).collect();
+        got[v[0] as usize].push([v[2], v[3], v[4]]);
+    }
+    for (d, (g, want)) in got.iter().zip(&demos).enumerate() {
+        assert!(
+            g.len().abs_diff(want.len()) <= 1,
+            "demo {d}: {} rows, {}",
+            g.len(),
+            want.len()
+        );
+        for (k, (a, b)) in g.iter().zip(want).enumerate() {
+            let e = (0..3).map(|c| (a[c] - b[c]).powi(2)).sum::<f64>().sqrt();
+            assert!(e < 1e-3, "demo {d} row {k}: {a:?} vs {b:?}");
+        }
+    }
+    fails_with(
+        &[
+            "demos",
+            "resample",
+            out.to_str().unwrap(),
+            "--task",
+            "reach_obstacle_3d",
+            "--out",
+            "x.csv",
+        ],
+        &["demos.csv:1", "no `t` column"],
+    );
+}
+
+#[test]
 fn every_command_has_help() {
     for args in [
         vec!["--help"],
@@ -385,6 +468,7 @@ fn every_command_has_help() {
         vec!["demos", "--help"],
         vec!["demos", "generate", "--help"],
         vec!["demos", "check", "--help"],
+        vec!["demos", "resample", "--help"],
         vec!["plot-task", "--help"],
     ] {
         let o = pucl(&args);

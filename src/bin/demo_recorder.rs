@@ -8,7 +8,7 @@
 use futures::StreamExt;
 use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
 use pucl::demos::pairing::StampPairs;
-use pucl::demos::recorder::{AutoSegment, PoseResampler, Recorder};
+use pucl::demos::recorder::{AutoSegment, POSE_GAP, PoseResampler, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;
@@ -19,10 +19,6 @@ use tokio::task::LocalSet;
 
 /// The bag and the indices of its pose and twist channels (no twist channel without a twist topic).
 type BagChannels = (Rc<RefCell<Bag>>, usize, Option<usize>);
-
-/// Poses further apart than this (s) are not interpolated between (pose-only recording): the
-/// resampling starts again after the gap.
-const POSE_GAP: f64 = 0.5;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ctx = r2r::Context::create()?;

@@ -1,6 +1,7 @@
-//! `pucl demos generate|check`: expert demonstrations from a task's true constraint, and validation of
-//! a demonstration file against a task.
-use anyhow::Result;
+//! `pucl demos generate|check|resample`: expert demonstrations from a task's true constraint,
+//! validation of a demonstration file against a task, and demonstrations from a log of timed
+//! positions.
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
@@ -17,6 +18,20 @@ pub enum DemosCommand {
     Generate(GenerateArgs),
     /// Validate a demonstration file against a task; print counts, goal reaching, true violations and steps that jump farther than the action limit allows.
     Check(CheckArgs),
+    /// Turn a log of timed positions (CSV: `t` in seconds, the task's position columns, optionally `demo`; other columns are ignored), at any rate, into demonstrations at the task's period: positions interpolated, the velocity between them the action; rest before the first and after the last motion dropped.
+    Resample(ResampleArgs),
+}
+
+#[derive(Args)]
+pub struct ResampleArgs {
+    /// The log (CSV with a header row).
+    input: PathBuf,
+    /// Built-in task name or path to a task YAML file (its position names, period and velocity scale).
+    #[arg(long)]
+    task: String,
+    /// Output file: CSV (the reference format) or .json. Written atomically.
+    #[arg(long)]
+    out: PathBuf,
 }
 
 #[derive(Args)]
@@ -65,6 +80,7 @@ pub fn run(cmd: DemosCommand) -> Result<()> {
     match cmd {
         DemosCommand::Generate(a) => generate_demos(a),
         DemosCommand::Check(a) => check(a),
+        DemosCommand::Resample(a) => resample(a),
     }
 }
 
@@ -167,6 +183,35 @@ fn trained_expert(
         eprintln!("wrote the expert policy to {}", p.display());
     }
     Ok(trajs)
+}
+
+fn resample(a: ResampleArgs) -> Result<()> {
+    let task = Task::load(&a.task)?;
+    let text = std::fs::read_to_string(&a.input)
+        .with_context(|| format!("reading {}", a.input.display()))?;
+    let log = pucl::demos::timed::parse(&text, &a.input, &task)?;
+    let positions: usize = log.iter().map(|d| d.samples.len()).sum();
+    let set = pucl::demos::timed::resample(&task, &log, &a.input)?;
+    set.save(&a.out, task.name())?;
+    let r = set.report(&task);
+    println!(
+        "wrote {}: {} demonstrations, {} steps at {:.4} s (from {positions} positions), goal reached {}/{}",
+        a.out.display(),
+        r.demos,
+        r.steps,
+        task.spec.dynamics.dt,
+        r.reached_goal,
+        r.demos
+    );
+    if r.jumping_steps > 0 {
+        eprintln!(
+            "warning: {} steps in demonstrations {:?} move farther than {} times the action limit allows in one step: is the log's unit or the task's velocity_scale wrong?",
+            r.jumping_steps,
+            r.jumping_demos,
+            pucl::demos::JUMP_FACTOR
+        );
+    }
+    Ok(())
 }
 
 fn check(a: CheckArgs) -> Result<()> {

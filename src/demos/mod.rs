@@ -2,14 +2,16 @@
 //! the reference demonstrations (`demo,step,<state>,<action>[,episode_return]`, one row per step) or as
 //! JSON. Loading validates everything against the task; errors name the file, line and field.
 //!
-//! Also here: `recorder` (demonstrations from a stream of pose and applied-velocity samples), `pairing`
-//! (the pose and twist messages matched by stamp) and `bag`
-//! (MCAP bags of the raw messages).
+//! Also here: `recorder` (demonstrations from a stream of pose and applied-velocity samples, or of
+//! poses alone resampled at the task's period), `timed` (the same from a CSV log of timed
+//! positions), `pairing` (the pose and twist messages matched by stamp) and `bag` (MCAP bags of the
+//! raw messages).
 pub mod bag;
 mod csv_format;
 mod json_format;
 pub mod pairing;
 pub mod recorder;
+pub mod timed;
 
 use crate::error::{Error, Result, write_atomic};
 use crate::task::Task;

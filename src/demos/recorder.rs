@@ -195,6 +195,10 @@ impl Recorder {
     }
 }
 
+/// Poses further apart than this (s) are not interpolated between: the resampling starts again after
+/// the gap (a driver publishes at 10 Hz or faster; a longer silence is no motion to make up).
+pub const POSE_GAP: f64 = 0.5;
+
 /// A pose stream at a driver's own rate (any, even uneven), resampled at the task's control period
 /// `dt` for a robot that publishes no applied twist stamped like its pose: the position at
 /// t0 + k dt by linear interpolation between the poses around it, with the velocity that moved the
@@ -207,8 +211,9 @@ pub struct PoseResampler {
     max_gap: f64,
     /// The last pose received and its time.
     last: Option<(f64, Vec<f64>)>,
-    /// The last sample emitted and its time (the next one is due dt later).
-    sample: Option<(f64, Vec<f64>)>,
+    /// The grid's origin, the index of the last sample emitted and its position (the next one is
+    /// due at origin + (index + 1) dt: times counted, not summed, so that they do not drift).
+    sample: Option<(f64, u64, Vec<f64>)>,
 }
 
 /// A resampled sample: time, position and the velocity (position units per second) that reached it.
@@ -237,16 +242,19 @@ impl PoseResampler {
         };
         if restart {
             self.last = Some((t, position.to_vec()));
-            self.sample = Some((t, position.to_vec()));
+            self.sample = Some((t, 0, position.to_vec()));
             return vec![(t, position.to_vec(), vec![0.0; position.len()])];
         }
-        let (Some((t0, p0)), Some((mut ts, mut ps))) = (self.last.take(), self.sample.take())
+        let (Some((t0, p0)), Some((origin, mut k, mut ps))) =
+            (self.last.take(), self.sample.take())
         else {
             unreachable!("a pose and a sample exist once started");
         };
         let mut out = Vec::new();
-        while ts + self.dt <= t + 1e-12 * self.dt {
-            let tk = ts + self.dt;
+        // A sample due within a millionth of dt of this pose is reached (times written rounded).
+        while origin + (k + 1) as f64 * self.dt <= t + 1e-6 * self.dt {
+            k += 1;
+            let tk = origin + k as f64 * self.dt;
             let w = ((tk - t0) / (t - t0)).clamp(0.0, 1.0);
             let pk: Vec<f64> = p0
                 .iter()
@@ -255,10 +263,10 @@ impl PoseResampler {
                 .collect();
             let vk = pk.iter().zip(&ps).map(|(a, b)| (a - b) / self.dt).collect();
             out.push((tk, pk.clone(), vk));
-            (ts, ps) = (tk, pk);
+            ps = pk;
         }
         self.last = Some((t, position.to_vec()));
-        self.sample = Some((ts, ps));
+        self.sample = Some((origin, k, ps));
         out
     }
 }
