@@ -214,8 +214,8 @@ pub fn run(a: EvalArgs) -> Result<()> {
             );
         } else {
             println!(
-                "  no true constraint in the task file: IoU and the unsafe rate are not measured, \
-                 the runs below are ({} episodes)",
+                "  no true constraint in the task file: IoU and the unsafe rate are not measured; \
+                 the {} episodes' runs are",
                 e.unsafe_counts.episodes
             );
         }
