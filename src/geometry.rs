@@ -1,6 +1,7 @@
-//! Euclidean norm and distance on slices: the small vector arithmetic that the planner, the smoothing,
-//! the modulation and the evaluation share (nalgebra's fixed-size types would need the dimension at
-//! compile time; tasks choose it at run time).
+//! Euclidean norm and distance on slices, and the cell counts of nearly cubic grids: the small
+//! arithmetic that the planner, the smoothing, the modulation, the evaluation and the grids share
+//! (nalgebra's fixed-size types would need the dimension at compile time; tasks choose it at run
+//! time).
 
 /// The Euclidean norm of `v`.
 #[inline]
@@ -16,6 +17,17 @@ pub fn distance(a: &[f64], b: &[f64]) -> f64 {
         .map(|(p, q)| (p - q) * (p - q))
         .sum::<f64>()
         .sqrt()
+}
+
+/// Cells per axis of a grid over a box of these `extent`s whose cells are nearly cubic and about
+/// `cells` in number: the edge that divides the box's volume into that many, at least 2 per axis.
+pub fn cubic_cell_counts(extent: &[f64], cells: f64) -> Vec<usize> {
+    let volume: f64 = extent.iter().product();
+    let edge = (volume / cells).powf(1.0 / extent.len() as f64);
+    extent
+        .iter()
+        .map(|e| ((e / edge).round() as usize).max(2))
+        .collect()
 }
 
 #[cfg(test)]

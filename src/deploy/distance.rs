@@ -32,11 +32,7 @@ impl BoundarySamples {
         if d == 0 || d > MAX_DIM || extent.iter().any(|e| !(e.is_finite() && *e > 0.0)) {
             return None;
         }
-        let cell = (extent.iter().product::<f64>() / GRID_POINTS).powf(1.0 / d as f64);
-        let counts: Vec<usize> = extent
-            .iter()
-            .map(|e| ((e / cell).round() as usize).max(2))
-            .collect();
+        let counts = crate::geometry::cubic_cell_counts(&extent, GRID_POINTS);
         let step: Vec<f64> = extent
             .iter()
             .zip(&counts)

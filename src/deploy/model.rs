@@ -6,7 +6,7 @@ use crate::error::{Error, Result, write_atomic};
 use crate::learn::network::{Mlp, Scratch};
 use crate::learn::{IterationStats, LearnConfig};
 use crate::policy::modulation::{
-    DsmConfig, PolicySpace, Workspace, boundary_distance_along_gradient,
+    Derived, DsmConfig, PolicySpace, Workspace, boundary_distance_along_gradient,
 };
 use crate::task::{Feature, Task};
 use serde::{Deserialize, Serialize};
@@ -93,29 +93,7 @@ pub struct ConstraintModel {
     pub summary: TrainingSummary,
     /// Built on first use by [`Self::query`]: points on the learned boundary.
     #[serde(skip)]
-    boundary: BoundaryCache,
-}
-
-/// A cache of [`BoundarySamples`] (equal, cloned and printed as nothing: derived from the network).
-#[derive(Default)]
-struct BoundaryCache(std::sync::OnceLock<Option<BoundarySamples>>);
-
-impl Clone for BoundaryCache {
-    fn clone(&self) -> Self {
-        BoundaryCache::default()
-    }
-}
-
-impl PartialEq for BoundaryCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl std::fmt::Debug for BoundaryCache {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("BoundaryCache")
-    }
+    boundary: Derived<Option<BoundarySamples>>,
 }
 
 fn one() -> f64 {
@@ -227,7 +205,7 @@ impl ConstraintModel {
                 precision: last.map(|l| l.precision),
                 history: learned.history.clone(),
             },
-            boundary: BoundaryCache::default(),
+            boundary: Derived::default(),
         }
     }
 
@@ -243,12 +221,16 @@ impl ConstraintModel {
     /// Is the state feasible, how far is the learned boundary, and which way (at one feature
     /// vector).
     pub fn query(&self, x: &[f64], scratch: &mut Scratch) -> Answer {
-        let mut gradient = vec![0.0; self.dim()];
-        let zeta = self.network.zeta_and_grad(x, &mut gradient, scratch);
-        // The logit's gradient gives the direction where zeta's underflows (zeta 1 in floating point,
-        // far from the obstacle).
+        // One pass for both: zeta and its gradient from the logit's (as `Mlp::zeta_and_grad` does),
+        // and the direction from the logit's gradient, which is there where zeta's underflows
+        // (zeta 1 in floating point, far from the obstacle).
         let mut direction = vec![0.0; self.dim()];
-        self.network.logit_and_grad(x, &mut direction, scratch);
+        let logit = self.network.logit_and_grad(x, &mut direction, scratch);
+        let zeta = crate::learn::network::sigmoid(logit);
+        let gradient: Vec<f64> = direction
+            .iter()
+            .map(|g| g * (zeta * (1.0 - zeta)))
+            .collect();
         let norm = crate::geometry::norm(&direction);
         direction
             .iter_mut()
@@ -268,14 +250,14 @@ impl ConstraintModel {
     /// holds no boundary, where the boundary meets zeta's gradient line
     /// ([`boundary_distance_along_gradient`]). Infinite when neither finds it.
     fn boundary_distance(&self, x: &[f64], feasible: bool, scratch: &mut Scratch) -> f64 {
-        let box_ = self.search_box();
-        let samples = self.boundary_samples();
         let level = (self.threshold / (1.0 - self.threshold)).ln();
         let side = if feasible { 1.0 } else { -1.0 };
-        if let Some(s) = samples {
+        if let Some(s) = self.boundary_samples() {
             return side * s.distance(&self.network, level, x, scratch);
         }
-        let range = box_.map_or(1.0, |(lo, hi)| crate::geometry::distance(&lo, &hi));
+        let range = self
+            .search_box()
+            .map_or(1.0, |(lo, hi)| crate::geometry::distance(&lo, &hi));
         let mut buffer = vec![0.0; self.dim()];
         let along =
             boundary_distance_along_gradient(&self.network, x, level, range, &mut buffer, scratch);

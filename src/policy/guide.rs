@@ -81,13 +81,8 @@ impl Guide {
         {
             return None;
         }
-        // Square cells: the edge that divides the box's volume into `cells` cells.
-        let volume: f64 = extent.iter().product();
-        let edge = (volume / cells as f64).powf(1.0 / d as f64);
-        let counts: Vec<usize> = extent
-            .iter()
-            .map(|e| ((e / edge).round() as usize).max(2))
-            .collect();
+        // Square cells, about `cells` of them.
+        let counts = crate::geometry::cubic_cell_counts(&extent, cells as f64);
         let size: Vec<f64> = extent
             .iter()
             .zip(&counts)

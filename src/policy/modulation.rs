@@ -253,28 +253,30 @@ pub struct DemonstratedClearance {
     /// Built on first use from `states`: only states within the margin of x can lower it, so a
     /// radius query keeps each DSM step's cost from growing with the number of demonstrated states.
     #[serde(skip)]
-    near: NearStates,
+    near: Derived<Option<(crate::learn::identify::PointsWithin, f64)>>,
 }
 
-/// A cache of [`DemonstratedClearance::states`] (equal, cloned and printed as nothing).
+/// A value derived from the rest of a struct on first use and kept: a cache, so it is equal to any
+/// other, cloned empty (built again from the clone's own data) and printed as nothing. For the
+/// radius query of [`DemonstratedClearance`] and a model's boundary samples.
 #[derive(Default)]
-struct NearStates(std::sync::OnceLock<Option<(crate::learn::identify::PointsWithin, f64)>>);
+pub struct Derived<T>(pub std::sync::OnceLock<T>);
 
-impl Clone for NearStates {
+impl<T> Clone for Derived<T> {
     fn clone(&self) -> Self {
-        NearStates::default()
+        Derived(std::sync::OnceLock::new())
     }
 }
 
-impl PartialEq for NearStates {
+impl<T> PartialEq for Derived<T> {
     fn eq(&self, _: &Self) -> bool {
         true
     }
 }
 
-impl std::fmt::Debug for NearStates {
+impl<T> std::fmt::Debug for Derived<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("NearStates")
+        f.write_str("Derived")
     }
 }
 
@@ -340,7 +342,7 @@ impl DemonstratedClearance {
         DemonstratedClearance {
             states,
             clearance,
-            near: NearStates::default(),
+            near: Derived::default(),
         }
     }
 
