@@ -156,10 +156,15 @@ n = int(sys.argv[1])
 flat = array.array("d", [v for _ in range(n)
                          for v in (r.uniform(0.4, 0.7), r.uniform(-0.1, 0.1), r.uniform(0.03, 0.09))])
 print("sending", flush=True)
+import time
+t0 = time.monotonic()
 future = client.call_async(QueryFeasibility.Request(states=flat))
-rclpy.spin_until_future_complete(node, future, timeout_sec=60)
+# The answer to 1e5 states is about 6.5 MB (distance and direction included): on a loaded 2-core
+# machine the middleware's transfer, not the server's 3 s of work, can take long.
+rclpy.spin_until_future_complete(node, future, timeout_sec=150)
 a = future.result()
-print("answered", len(a.zeta), repr(a.error), flush=True)
+assert a is not None, "no answer within 150 s"
+print("answered", len(a.zeta), repr(a.error), "in %.1f s" % (time.monotonic() - t0), flush=True)
 """
 
 
@@ -189,6 +194,7 @@ def test_a_large_request_does_not_make_a_small_client_wait_and_a_huge_one_is_ref
             time.sleep(0.002)
         out = big.stdout.read()
         assert big.returncode == 0 and "answered 100000 ''" in out, out
+        print(f"\nthe 1e5-state client: {out.strip()}")
         tries.append(sorted(waits))
         if tries[-1][-1] < 0.1:
             break
