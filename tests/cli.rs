@@ -377,38 +377,86 @@ fn bad_task_files_give_clear_errors_and_never_panic() {
     assert!(!out.exists(), "nothing written on error");
 }
 
-#[test]
-fn a_log_of_timed_positions_at_a_robots_own_rate_resamples_to_the_demonstrations_it_came_from() {
-    // The cylinder task's reference demonstrations written as a robot would log them: the positions
-    // at about 100 Hz, unevenly, by linear interpolation of the recorded path, with a column the
-    // task does not know; then resampled at the task's 60 Hz.
+/// The cylinder task's reference demonstrations: each one's positions, and the one its last action
+/// reached (at the goal; 0.48 m/s per action unit, 60 Hz).
+fn cylinder_paths() -> Vec<Vec<[f64; 3]>> {
     let text = std::fs::read_to_string(reference("reach_obstacle_3d_ds.csv")).unwrap();
-    let dt = 1.0 / 60.0;
     let mut demos: Vec<Vec<[f64; 3]>> = Vec::new();
+    let mut last = [0.0; 3];
     for line in text.lines().skip(1) {
         let v: Vec<f64> = line.split(',').map(|f| f.parse().unwrap()).collect();
         let (d, step) = (v[0] as usize, v[1] as usize);
         if step == 0 {
+            if let Some(prev) = demos.last_mut() {
+                prev.push(last);
+            }
             demos.push(Vec::new());
         }
         demos[d].push([v[2], v[3], v[4]]);
+        last = [0, 1, 2].map(|c| v[2 + c] + v[5 + c] * 0.48 / 60.0);
     }
+    demos.last_mut().unwrap().push(last);
+    demos
+}
+
+/// A path recorded at the task's 60 Hz as a robot's driver would publish it: at about 100 Hz,
+/// unevenly, by linear interpolation, ending where the arm stopped; times from 0.
+fn at_a_robots_rate(path: &[[f64; 3]]) -> Vec<(f64, [f64; 3])> {
+    let dt = 1.0 / 60.0;
+    let end = (path.len() - 1) as f64 * dt;
+    let (mut t, mut k, mut out) = (0.0, 0usize, Vec::new());
+    while t <= end + 1e-12 {
+        let s = t / dt;
+        let i = (s.floor() as usize).min(path.len() - 2);
+        let w = s - i as f64;
+        out.push((
+            t,
+            [0, 1, 2].map(|c| path[i][c] + w * (path[i + 1][c] - path[i][c])),
+        ));
+        k += 1;
+        t += if k % 2 == 0 { 0.012 } else { 0.008 };
+    }
+    if out.last().is_some_and(|(t, _)| *t < end - 1e-9) {
+        out.push((end, path[path.len() - 1]));
+    }
+    out
+}
+
+/// `out` holds `count` demonstrations, and row k of each of the first `paths.len()` is the state at
+/// k dt of its path, to the interpolation's error at the path's corners (under a millimetre); the
+/// last state of a path is where the recording ends, no row of its own (one row fewer).
+fn assert_resampled_from(out: &Path, paths: &[Vec<[f64; 3]>], count: usize) {
+    let r = check(out, "reach_obstacle_3d");
+    assert_eq!(r["demos"].as_u64().unwrap() as usize, count, "{r}");
+    let rows = std::fs::read_to_string(out).unwrap();
+    let mut got: Vec<Vec<[f64; 3]>> = vec![Vec::new(); count];
+    for line in rows.lines().skip(1) {
+        let v: Vec<f64> = line.split(',').map(|f| f.parse().unwrap()).collect();
+        got[v[0] as usize].push([v[2], v[3], v[4]]);
+    }
+    for (d, (g, want)) in got.iter().zip(paths).enumerate() {
+        assert!(
+            g.len().abs_diff(want.len()) <= 1,
+            "demo {d}: {} rows, {}",
+            g.len(),
+            want.len()
+        );
+        for (k, (a, b)) in g.iter().zip(want).enumerate() {
+            let e = (0..3).map(|c| (a[c] - b[c]).powi(2)).sum::<f64>().sqrt();
+            assert!(e < 1e-3, "demo {d} row {k}: {a:?} vs {b:?}");
+        }
+    }
+}
+
+#[test]
+fn a_log_of_timed_positions_at_a_robots_own_rate_resamples_to_the_demonstrations_it_came_from() {
+    // Written with a column the task does not know; resampled at the task's 60 Hz.
+    let demos = cylinder_paths();
     let mut log = String::from("demo,t,x,y,z,gripper\n");
     for (d, path) in demos.iter().enumerate() {
-        let end = (path.len() - 1) as f64 * dt;
-        let (mut t, mut k) = (0.0, 0usize);
-        while t <= end + 1e-12 {
-            let s = t / dt;
-            let i = (s.floor() as usize).min(path.len() - 2);
-            let w = s - i as f64;
-            let p = [0, 1, 2].map(|c| path[i][c] + w * (path[i + 1][c] - path[i][c]));
-            log.push_str(&format!("{d},{t:.6},{},{},{},0\n", p[0], p[1], p[2]));
-            k += 1;
-            t += if k % 2 == 0 { 0.012 } else { 0.008 };
+        for (t, p) in at_a_robots_rate(path) {
+            log.push_str(&format!("{d},{t:.9},{},{},{},0\n", p[0], p[1], p[2]));
         }
-        // The log ends where the arm stopped.
-        let p = path[path.len() - 1];
-        log.push_str(&format!("{d},{end:.9},{},{},{},0\n", p[0], p[1], p[2]));
     }
     let dir = tempfile::tempdir().unwrap();
     let (input, out) = (dir.path().join("log.csv"), dir.path().join("demos.csv"));
@@ -423,29 +471,7 @@ fn a_log_of_timed_positions_at_a_robots_own_rate_resamples_to_the_demonstrations
         out.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let r = check(&out, "reach_obstacle_3d");
-    assert_eq!(r["demos"].as_u64().unwrap() as usize, demos.len(), "{r}");
-    // Row k is the state at k dt: the recorded one, to the interpolation's error at the path's
-    // corners (under a millimetre); the last recorded state is where the log ends, no row of its
-    // own (one row fewer).
-    let rows = std::fs::read_to_string(&out).unwrap();
-    let mut got: Vec<Vec<[f64; 3]>> = vec![Vec::new(); demos.len()];
-    for line in rows.lines().skip(1) {
-        let v: Vec<f64> = line.split(',').map(|f| f.parse().unwrap()).collect();
-        got[v[0] as usize].push([v[2], v[3], v[4]]);
-    }
-    for (d, (g, want)) in got.iter().zip(&demos).enumerate() {
-        assert!(
-            g.len().abs_diff(want.len()) <= 1,
-            "demo {d}: {} rows, {}",
-            g.len(),
-            want.len()
-        );
-        for (k, (a, b)) in g.iter().zip(want).enumerate() {
-            let e = (0..3).map(|c| (a[c] - b[c]).powi(2)).sum::<f64>().sqrt();
-            assert!(e < 1e-3, "demo {d} row {k}: {a:?} vs {b:?}");
-        }
-    }
+    assert_resampled_from(&out, &demos, demos.len());
     fails_with(
         &[
             "demos",
@@ -460,6 +486,181 @@ fn a_log_of_timed_positions_at_a_robots_own_rate_resamples_to_the_demonstrations
     );
 }
 
+/// A geometry_msgs/PoseStamped in CDR (little endian), as rclcpp serializes it.
+fn pose_stamped_cdr(t: f64, frame: &str, p: [f64; 3]) -> Vec<u8> {
+    let mut b = vec![0, 1, 0, 0];
+    b.extend_from_slice(&(t.floor() as i32).to_le_bytes());
+    b.extend_from_slice(&(((t - t.floor()) * 1e9).round() as u32).to_le_bytes());
+    b.extend_from_slice(&(frame.len() as u32 + 1).to_le_bytes());
+    b.extend_from_slice(frame.as_bytes());
+    b.push(0);
+    while (b.len() - 4) % 8 != 0 {
+        b.push(0);
+    }
+    for v in p.into_iter().chain([0.0, 0.0, 0.0, 1.0]) {
+        b.extend_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+#[test]
+fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
+    // The cylinder's reference demonstrations as a robot's bag would hold them: one recording, the
+    // pose at about 100 Hz with zstd-compressed chunks (rosbag2's MCAP default), the arm resting
+    // 0.3 s at the goal, then put back at the next start (a jump) and resting there 0.3 s; the
+    // recording paused for 2 s once; a joint-state topic beside; at the end the arm driven slowly
+    // up from the goal.
+    let demos = cylinder_paths();
+    let mut stream: Vec<(f64, [f64; 3])> = Vec::new();
+    let mut t0 = 1_765_000_000.0;
+    for (d, path) in demos.iter().enumerate() {
+        for k in 0..30 {
+            stream.push((t0 + k as f64 * 0.01, path[0]));
+        }
+        // The resampling grid starts at a piece's first pose: 0.3 s (18 periods) later the motion
+        // starts on it, so that rows compare one to one with the reference's.
+        t0 += 0.3;
+        let run = at_a_robots_rate(path);
+        let end = run.last().unwrap().0;
+        stream.extend(run.into_iter().map(|(t, p)| (t0 + t, p)));
+        t0 += end;
+        for k in 1..=30 {
+            stream.push((t0 + k as f64 * 0.01, *path.last().unwrap()));
+        }
+        t0 += if d == 5 { 2.3 } else { 0.31 };
+    }
+    let goal = *demos[0].last().unwrap();
+    for k in 1..=200 {
+        stream.push((
+            t0 + k as f64 * 0.01,
+            [goal[0], goal[1], goal[2] + 0.001 * k as f64],
+        ));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bag = dir.path().join("session.mcap");
+    {
+        let mut w = mcap::WriteOptions::new()
+            .profile("ros2")
+            .compression(Some(mcap::Compression::Zstd))
+            .create(std::io::BufWriter::new(
+                std::fs::File::create(&bag).unwrap(),
+            ))
+            .unwrap();
+        let pose = w
+            .add_schema(
+                "geometry_msgs/msg/PoseStamped",
+                "ros2msg",
+                b"std_msgs/Header header\nPose pose\n",
+            )
+            .unwrap();
+        let joints = w
+            .add_schema(
+                "sensor_msgs/msg/JointState",
+                "ros2msg",
+                b"std_msgs/Header header\nstring[] name\n",
+            )
+            .unwrap();
+        let pose = w
+            .add_channel(pose, "/tool_pose", "cdr", &Default::default())
+            .unwrap();
+        let joints = w
+            .add_channel(joints, "/joint_states", "cdr", &Default::default())
+            .unwrap();
+        for (i, (t, p)) in stream.iter().enumerate() {
+            let ns = (t * 1e9) as u64 + 2_000_000;
+            for (channel, data) in [
+                (pose, pose_stamped_cdr(*t, "base_link", *p)),
+                (joints, vec![0, 1, 0, 0, 7, 7, 7, 7]),
+            ] {
+                let header = mcap::records::MessageHeader {
+                    channel_id: channel,
+                    sequence: i as u32,
+                    log_time: ns,
+                    publish_time: ns,
+                };
+                w.write_to_known_channel(&header, &data).unwrap();
+            }
+        }
+        w.finish().unwrap();
+    }
+    let out = dir.path().join("demos.csv");
+    let import = |extra: &[&str]| {
+        let mut args = vec![
+            "demos",
+            "import",
+            bag.to_str().unwrap(),
+            "--task",
+            "reach_obstacle_3d",
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let o = pucl(&args);
+        assert!(o.status.success(), "{extra:?}: {}", stderr(&o));
+        stdout(&o)
+    };
+    // As demo_recorder's auto_segment cuts them: from first motion to the goal, and the way up
+    // (it ends idle) dropped by --reaching-goal-only.
+    let said = import(&["--auto-segment", "--reaching-goal-only"]);
+    assert!(
+        said.contains("of 13: those ending at the goal") && said.contains("goal reached 12/12"),
+        "{said}"
+    );
+    assert_resampled_from(&out, &demos, 12);
+    // Cut only where the pose jumps or stops coming: each piece that moves is one demonstration
+    // (the last piece holds the last run and the way up).
+    let said = import(&["--topic", "tool_pose"]);
+    assert!(
+        said.contains("12 demonstrations") && said.contains("goal reached 11/12"),
+        "{said}"
+    );
+    assert_resampled_from(&out, &demos[..11], 12);
+    // What is wrong is named.
+    fails_with(
+        &[
+            "demos",
+            "import",
+            bag.to_str().unwrap(),
+            "--task",
+            "reach_obstacle_3d",
+            "--topic",
+            "/ee_pose",
+            "--out",
+            "x.csv",
+        ],
+        &[
+            "session.mcap",
+            "/ee_pose",
+            "/tool_pose (geometry_msgs/msg/PoseStamped)",
+        ],
+    );
+    fails_with(
+        &[
+            "demos",
+            "import",
+            out.to_str().unwrap(),
+            "--task",
+            "reach_obstacle_3d",
+            "--out",
+            "x.csv",
+        ],
+        &["demos.csv", "not a readable MCAP bag"],
+    );
+    fails_with(
+        &[
+            "demos",
+            "import",
+            bag.to_str().unwrap(),
+            "--task",
+            "no_such_task",
+            "--out",
+            "x.csv",
+        ],
+        &["no_such_task"],
+    );
+    assert!(!Path::new("x.csv").exists(), "nothing written on error");
+}
+
 #[test]
 fn every_command_has_help() {
     for args in [
@@ -469,6 +670,7 @@ fn every_command_has_help() {
         vec!["demos", "generate", "--help"],
         vec!["demos", "check", "--help"],
         vec!["demos", "resample", "--help"],
+        vec!["demos", "import", "--help"],
         vec!["plot-task", "--help"],
     ] {
         let o = pucl(&args);

@@ -10,6 +10,7 @@ use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
 use pucl::demos::pairing::StampPairs;
 use pucl::demos::recorder::{AutoSegment, POSE_GAP, PoseResampler, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
+use pucl::task::Task;
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;
 use r2r::{QosProfile, WrappedTypesupport};
@@ -53,13 +54,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let motion = param_f64(
         &node,
         "motion_threshold",
-        0.005,
+        AutoSegment::default().motion_threshold,
         "speed (m/s) that counts as motion",
     );
     let idle = param_f64(
         &node,
         "idle_timeout",
-        1.0,
+        AutoSegment::default().idle_timeout,
         "s without motion that ends a demonstration",
     );
     let bag_path = param_string(
@@ -102,6 +103,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         task.spec.dynamics.dt,
         POSE_GAP,
     )));
+    // The pose's axes the task's positions read (a planar task's x and y); refuse a task no pose
+    // drives rather than drop every sample.
+    let axes = task
+        .pose_axes()
+        .map_err(|e| format!("parameter task: {e}"))?;
     let recorder = Rc::new(RefCell::new(Recorder::new(task, auto)));
     let count_pub = node.create_publisher::<r2r::std_msgs::msg::UInt32>(
         "~/count",
@@ -215,6 +221,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     nanosec,
                 })));
                 let was_recording = r.borrow().is_recording();
+                let (p, v) = (
+                    Task::from_pose_axes(&axes, p),
+                    Task::from_pose_axes(&axes, v),
+                );
                 let ended = r.borrow_mut().sample(ros::mono_now(), &p, &v);
                 // Automatic segmentation: say when a demonstration starts and ends, and, as a stop
                 // does, how many messages were lost without their partner while it was recorded.

@@ -1,10 +1,11 @@
-//! `pucl demos generate|check|resample`: expert demonstrations from a task's true constraint,
-//! validation of a demonstration file against a task, and demonstrations from a log of timed
-//! positions.
+//! `pucl demos generate|check|resample|import`: expert demonstrations from a task's true
+//! constraint, validation of a demonstration file against a task, and demonstrations from a log of
+//! timed positions or from ROS 2 bags.
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
+use pucl::demos::recorder::AutoSegment;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::crl::expert::candidates;
 use pucl::task::Task;
@@ -20,6 +21,43 @@ pub enum DemosCommand {
     Check(CheckArgs),
     /// Turn a log of timed positions (CSV: `t` in seconds, the task's position columns, optionally `demo`; other columns are ignored), at any rate, into demonstrations at the task's period: positions interpolated, the velocity between them the action; rest before the first and after the last motion dropped.
     Resample(ResampleArgs),
+    /// Read demonstrations from ROS 2 bags (MCAP, as `ros2 bag record -s mcap` or demo_recorder's
+    /// `bag` write them): the end effector's positions on one PoseStamped or PointStamped topic,
+    /// timed by their header stamps, resampled at the task's period like `resample`. The stream is cut
+    /// where poses stop for more than 0.5 s or jump farther than the action limit allows; each piece
+    /// that moves is a demonstration, or with --auto-segment each run from first motion to the goal
+    /// or until idle, as demo_recorder's auto_segment cuts them.
+    Import(ImportArgs),
+}
+
+#[derive(Args)]
+pub struct ImportArgs {
+    /// The bags (.mcap files), read in the order given.
+    #[arg(required = true)]
+    bags: Vec<PathBuf>,
+    /// Built-in task name or path to a task YAML file (its positions, period and velocity scale).
+    #[arg(long)]
+    task: String,
+    /// The topic of the end-effector pose [default: the bag's only PoseStamped or PointStamped topic].
+    #[arg(long)]
+    topic: Option<String>,
+    /// Output file: CSV (the reference format) or .json. Written atomically.
+    #[arg(long)]
+    out: PathBuf,
+    /// Cut demonstrations as demo_recorder's auto_segment does: start on motion, stop at the goal or
+    /// when idle (for one long recording of several demonstrations).
+    #[arg(long)]
+    auto_segment: bool,
+    /// With --auto-segment: speed (position units per second) that counts as motion.
+    #[arg(long, default_value_t = AutoSegment::default().motion_threshold)]
+    motion_threshold: f64,
+    /// With --auto-segment: seconds without motion that end a demonstration.
+    #[arg(long, default_value_t = AutoSegment::default().idle_timeout)]
+    idle_timeout: f64,
+    /// Keep only the demonstrations that end at the task's goal (drops, e.g., the arm's way back to a
+    /// start between demonstrations).
+    #[arg(long)]
+    reaching_goal_only: bool,
 }
 
 #[derive(Args)]
@@ -81,6 +119,7 @@ pub fn run(cmd: DemosCommand) -> Result<()> {
         DemosCommand::Generate(a) => generate_demos(a),
         DemosCommand::Check(a) => check(a),
         DemosCommand::Resample(a) => resample(a),
+        DemosCommand::Import(a) => import(a),
     }
 }
 
@@ -250,5 +289,101 @@ fn check(a: CheckArgs) -> Result<()> {
         r.jumping_demos,
         pucl::demos::JUMP_FACTOR
     );
+    Ok(())
+}
+
+fn import(a: ImportArgs) -> Result<()> {
+    let task = Task::load(&a.task)?;
+    let axes = task.pose_axes().map_err(anyhow::Error::msg)?;
+    let auto = a.auto_segment.then_some(AutoSegment {
+        motion_threshold: a.motion_threshold,
+        idle_timeout: a.idle_timeout,
+    });
+    for (v, name) in [
+        (a.motion_threshold, "--motion-threshold"),
+        (a.idle_timeout, "--idle-timeout"),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && v >= 0.0,
+            "{name} {v}: must be a finite number >= 0"
+        );
+    }
+    let mut pieces = Vec::new();
+    let mut messages = 0;
+    for bag in &a.bags {
+        let bytes = std::fs::read(bag).with_context(|| format!("reading {}", bag.display()))?;
+        let read = pucl::demos::bag::read_positions(&bytes, bag, a.topic.as_deref())?;
+        if let Some((index, log_time)) = read.non_finite.first() {
+            eprintln!(
+                "warning: {}: {} messages on {} with a non-finite position left out (the first: message {index}, logged at {log_time} ns)",
+                bag.display(),
+                read.non_finite.len(),
+                read.topic
+            );
+        }
+        messages += read.samples.len();
+        let samples: Vec<(f64, Vec<f64>)> = read
+            .samples
+            .iter()
+            .map(|(t, xyz)| (*t, Task::from_pose_axes(&axes, *xyz)))
+            .collect();
+        let name = bag.display().to_string();
+        let cut = pucl::demos::timed::split_stream(&task, &name, &samples);
+        eprintln!(
+            "{}: {} positions on {} ({}) in {} pieces",
+            bag.display(),
+            samples.len(),
+            read.topic,
+            read.type_name,
+            cut.len()
+        );
+        pieces.extend(cut);
+    }
+    let mut set = pucl::demos::timed::resample_stream(&task, &pieces, auto)?;
+    let found = set.len();
+    if a.reaching_goal_only {
+        let ends = set.end_distances_to_goal(&task);
+        let keep: Vec<bool> = ends
+            .iter()
+            .map(|d| d.is_some_and(|d| d < task.spec.goal.tolerance))
+            .collect();
+        let mut k = keep.iter();
+        set.demos
+            .retain(|_| *k.next().expect("one per demonstration"));
+    }
+    anyhow::ensure!(
+        !set.is_empty(),
+        "no demonstration in {} positions: {}",
+        messages,
+        if found > 0 {
+            format!("none of the {found} found ends at the goal")
+        } else {
+            "nothing moved".into()
+        }
+    );
+    set.save(&a.out, task.name())?;
+    let r = set.report(&task);
+    println!(
+        "wrote {}: {} demonstrations{}, {} steps at {:.4} s (from {messages} positions), goal reached {}/{}",
+        a.out.display(),
+        r.demos,
+        if found > r.demos {
+            format!(" (of {found}: those ending at the goal)")
+        } else {
+            String::new()
+        },
+        r.steps,
+        task.spec.dynamics.dt,
+        r.reached_goal,
+        r.demos
+    );
+    if r.jumping_steps > 0 {
+        eprintln!(
+            "warning: {} steps in demonstrations {:?} move farther than {} times the action limit allows in one step",
+            r.jumping_steps,
+            r.jumping_demos,
+            pucl::demos::JUMP_FACTOR
+        );
+    }
     Ok(())
 }

@@ -92,6 +92,165 @@ impl Bag {
     }
 }
 
+/// The message types whose position [`read_positions`] takes: each starts with a `std_msgs/Header`
+/// and then a point (`pose.position` of a PoseStamped, `point` of a PointStamped), so one CDR prefix
+/// reads both.
+pub const POSITION_TYPES: [&str; 2] = [
+    "geometry_msgs/msg/PoseStamped",
+    "geometry_msgs/msg/PointStamped",
+];
+
+/// The CDR prefix shared by [`POSITION_TYPES`]: the header, then x, y, z.
+#[derive(serde::Deserialize)]
+struct StampedPoint {
+    sec: i32,
+    nanosec: u32,
+    _frame_id: String,
+    x: f64,
+    y: f64,
+    z: f64,
+}
+
+/// The positions a bag holds on one topic, in time order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BagPositions {
+    /// The topic read (as written in the bag, with its leading `/`).
+    pub topic: String,
+    pub type_name: String,
+    /// (time in s, x, y, z): the header stamp, or the time the message was logged where the stamp is
+    /// zero (an unstamped publisher).
+    pub samples: Vec<(f64, [f64; 3])>,
+    /// Messages left out for a non-finite coordinate: (index on the topic in the bag's order, log
+    /// time in ns).
+    pub non_finite: Vec<(usize, u64)>,
+}
+
+/// The positions on `topic` of an MCAP bag (rosbag2's default storage, chunks compressed or not),
+/// messages in CDR of one of [`POSITION_TYPES`]. Without a topic, the bag's only topic of such a
+/// type. `path` names the bag in errors, which also list the bag's topics where one is missing.
+pub fn read_positions(bytes: &[u8], path: &Path, topic: Option<&str>) -> Result<BagPositions> {
+    let err = |field: Option<&str>, msg: String| Error::file(path, None, field, msg);
+    let stream = |e: mcap::McapError| err(None, format!("not a readable MCAP bag: {e}"));
+    // The channels first (a summary is optional in MCAP: read them off the messages).
+    let mut topics: BTreeMap<String, (String, String)> = BTreeMap::new();
+    for m in mcap::MessageStream::new(bytes).map_err(stream)? {
+        let m = m.map_err(stream)?;
+        topics.entry(m.channel.topic.clone()).or_insert_with(|| {
+            let ty = m
+                .channel
+                .schema
+                .as_ref()
+                .map_or(String::new(), |s| s.name.clone());
+            (ty, m.channel.message_encoding.clone())
+        });
+    }
+    let listing = || {
+        if topics.is_empty() {
+            "the bag holds no messages".to_string()
+        } else {
+            let t: Vec<String> = topics
+                .iter()
+                .map(|(t, (ty, _))| format!("{t} ({ty})"))
+                .collect();
+            format!("its topics: {}", t.join(", "))
+        }
+    };
+    let wanted = match topic {
+        Some(t) => {
+            let t = if t.starts_with('/') {
+                t.to_string()
+            } else {
+                format!("/{t}")
+            };
+            if !topics.contains_key(&t) {
+                return Err(err(
+                    Some("topic"),
+                    format!("no messages on {t}; {}", listing()),
+                ));
+            }
+            t
+        }
+        None => {
+            let candidates: Vec<&String> = topics
+                .iter()
+                .filter(|(_, (ty, _))| POSITION_TYPES.contains(&ty.as_str()))
+                .map(|(t, _)| t)
+                .collect();
+            match candidates.as_slice() {
+                [one] => (*one).clone(),
+                [] => {
+                    return Err(err(
+                        Some("topic"),
+                        format!(
+                            "no topic of type {}; {}",
+                            POSITION_TYPES.join(" or "),
+                            listing()
+                        ),
+                    ));
+                }
+                _ => {
+                    return Err(err(
+                        Some("topic"),
+                        format!("several topics hold positions, name one; {}", listing()),
+                    ));
+                }
+            }
+        }
+    };
+    let (type_name, encoding) = topics[&wanted].clone();
+    if !POSITION_TYPES.contains(&type_name.as_str()) {
+        return Err(err(
+            Some("topic"),
+            format!(
+                "{wanted} carries '{type_name}', not {}",
+                POSITION_TYPES.join(" or ")
+            ),
+        ));
+    }
+    if encoding != "cdr" {
+        return Err(err(
+            Some("topic"),
+            format!("{wanted}'s messages are encoded as '{encoding}', not cdr"),
+        ));
+    }
+    let mut out = BagPositions {
+        topic: wanted.clone(),
+        type_name,
+        samples: Vec::new(),
+        non_finite: Vec::new(),
+    };
+    let mut index = 0usize;
+    for m in mcap::MessageStream::new(bytes).map_err(stream)? {
+        let m = m.map_err(stream)?;
+        if m.channel.topic != wanted {
+            continue;
+        }
+        let p: StampedPoint = cdr::deserialize(&m.data).map_err(|e| {
+            err(
+                Some(&format!("{wanted} message {index}")),
+                format!(
+                    "not a {} in CDR (logged at {} ns): {e}",
+                    out.type_name, m.log_time
+                ),
+            )
+        })?;
+        let t = if p.sec == 0 && p.nanosec == 0 {
+            m.log_time as f64 * 1e-9
+        } else {
+            p.sec as f64 + p.nanosec as f64 * 1e-9
+        };
+        if [p.x, p.y, p.z].iter().all(|v| v.is_finite()) {
+            out.samples.push((t, [p.x, p.y, p.z]));
+        } else {
+            out.non_finite.push((index, m.log_time));
+        }
+        index += 1;
+    }
+    // By time, as the robot moved: messages are written as they were received.
+    out.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    Ok(out)
+}
+
 /// The primitive field types of ROS 2 interface files.
 const PRIMITIVES: [&str; 17] = [
     "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
@@ -236,6 +395,134 @@ mod tests {
             assert_eq!(s.matches(dep).count(), 1, "{dep} in\n{s}");
         }
         assert_eq!(s.matches(SEPARATOR).count(), 4);
+    }
+
+    /// A PoseStamped in CDR as rclcpp writes it: the encapsulation header (CDR, little or big
+    /// endian), stamp, frame_id (length with its NUL), padding to 8, position, orientation.
+    fn pose_cdr(big_endian: bool, sec: i32, nanosec: u32, frame: &str, xyz: [f64; 3]) -> Vec<u8> {
+        let mut b = vec![0, u8::from(!big_endian), 0, 0];
+        let put = |b: &mut Vec<u8>, le: &[u8], be: &[u8]| {
+            b.extend_from_slice(if big_endian { be } else { le })
+        };
+        put(&mut b, &sec.to_le_bytes(), &sec.to_be_bytes());
+        put(&mut b, &nanosec.to_le_bytes(), &nanosec.to_be_bytes());
+        let n = frame.len() as u32 + 1;
+        put(&mut b, &n.to_le_bytes(), &n.to_be_bytes());
+        b.extend_from_slice(frame.as_bytes());
+        b.push(0);
+        // Alignment counts from the end of the encapsulation header.
+        while (b.len() - 4) % 8 != 0 {
+            b.push(0);
+        }
+        for v in xyz.into_iter().chain([0.0, 0.0, 0.0, 1.0]) {
+            put(&mut b, &v.to_le_bytes(), &v.to_be_bytes());
+        }
+        b
+    }
+
+    fn bag_of(messages: &[(&str, &str, u64, Vec<u8>)]) -> Vec<u8> {
+        let mut bag = Bag::new();
+        let mut channels: Vec<(String, usize)> = Vec::new();
+        for (topic, ty, log_time, data) in messages {
+            let c = match channels.iter().find(|(t, _)| t == topic) {
+                Some((_, c)) => *c,
+                None => {
+                    let c = bag.add_channel(Channel {
+                        topic: topic.to_string(),
+                        type_name: ty.to_string(),
+                        schema: String::new(),
+                    });
+                    channels.push((topic.to_string(), c));
+                    c
+                }
+            };
+            bag.push(c, *log_time, *log_time, data.clone());
+        }
+        bag.to_mcap().unwrap()
+    }
+
+    #[test]
+    fn a_bags_positions_read_by_their_stamps_in_time_order_and_bad_bags_are_named() {
+        let pose = "geometry_msgs/msg/PoseStamped";
+        let bytes = bag_of(&[
+            (
+                "/ee_pose",
+                pose,
+                10,
+                pose_cdr(false, 100, 500_000_000, "base", [0.1, 0.2, 0.3]),
+            ),
+            // Received later but stamped earlier; big endian; no frame.
+            (
+                "/ee_pose",
+                pose,
+                20,
+                pose_cdr(true, 100, 250_000_000, "", [0.4, 0.5, 0.6]),
+            ),
+            ("/cmd", "geometry_msgs/msg/Twist", 25, vec![0, 1, 0, 0]),
+            // Unstamped: timed when it was logged.
+            (
+                "/ee_pose",
+                pose,
+                101_000_000_000,
+                pose_cdr(false, 0, 0, "base", [0.7, 0.8, 0.9]),
+            ),
+            (
+                "/ee_pose",
+                pose,
+                40,
+                pose_cdr(false, 100, 0, "base", [f64::NAN, 0.0, 0.0]),
+            ),
+        ]);
+        let path = Path::new("run.mcap");
+        let got = read_positions(&bytes, path, None).unwrap();
+        assert_eq!(
+            (got.topic.as_str(), got.type_name.as_str()),
+            ("/ee_pose", pose)
+        );
+        assert_eq!(
+            got.samples,
+            [
+                (100.25, [0.4, 0.5, 0.6]),
+                (100.5, [0.1, 0.2, 0.3]),
+                (101.0, [0.7, 0.8, 0.9])
+            ]
+        );
+        // Indices count in the bag's order (log time, as written).
+        assert_eq!(got.non_finite, [(2, 40)]);
+        // The topic may be named without its leading slash.
+        assert_eq!(read_positions(&bytes, path, Some("ee_pose")).unwrap(), got);
+        let e = |bytes: &[u8], topic| read_positions(bytes, path, topic).unwrap_err().to_string();
+        let missing = e(&bytes, Some("/tool_pose"));
+        assert!(
+            missing.contains("run.mcap")
+                && missing.contains("/tool_pose")
+                && missing.contains("/cmd (geometry_msgs/msg/Twist)"),
+            "{missing}"
+        );
+        let wrong = e(&bytes, Some("/cmd"));
+        assert!(wrong.contains("'geometry_msgs/msg/Twist'"), "{wrong}");
+        assert!(e(b"not a bag", None).contains("not a readable MCAP bag"));
+        // A message cut short names its index on the topic.
+        let mut short = pose_cdr(false, 1, 0, "base", [0.0; 3]);
+        short.truncate(30);
+        let cut = e(
+            &bag_of(&[
+                ("/ee_pose", pose, 5, pose_cdr(false, 1, 0, "b", [0.0; 3])),
+                ("/ee_pose", pose, 6, short),
+            ]),
+            None,
+        );
+        assert!(
+            cut.contains("/ee_pose message 1") && cut.contains("not a"),
+            "{cut}"
+        );
+        // Two position topics: the user names one.
+        let two = bag_of(&[
+            ("/a", pose, 1, pose_cdr(false, 1, 0, "", [0.0; 3])),
+            ("/b", "geometry_msgs/msg/PointStamped", 2, vec![0, 1, 0, 0]),
+        ]);
+        assert!(e(&two, None).contains("several topics"));
+        assert!(e(&bag_of(&[]), None).contains("no messages"));
     }
 
     #[test]

@@ -13,6 +13,17 @@ pub struct AutoSegment {
     pub idle_timeout: f64,
 }
 
+impl Default for AutoSegment {
+    /// A hand-guided or teleoperated arm at rest drifts by well under 5 mm/s; a second of rest
+    /// after a demonstration ends it.
+    fn default() -> Self {
+        AutoSegment {
+            motion_threshold: 0.005,
+            idle_timeout: 1.0,
+        }
+    }
+}
+
 /// Rows of a recorded demonstration that moved farther than the action limit allows
 /// ([`Demonstration::jumps`]): the pose did not come from the applied motion (a second node
 /// publishing the pose, a reset, lost messages).
@@ -73,6 +84,11 @@ impl Recorder {
 
     pub fn is_recording(&self) -> bool {
         self.recording.is_some()
+    }
+
+    /// Whether demonstrations start and stop by themselves ([`AutoSegment`]).
+    pub fn is_auto(&self) -> bool {
+        self.auto.is_some()
     }
 
     /// Steps in the demonstration being recorded.
@@ -162,11 +178,21 @@ impl Recorder {
         for (k, &i) in self.task.velocity_idx.iter().enumerate() {
             state[i] = action[k];
         }
+        let at_goal = {
+            let d: f64 = position
+                .iter()
+                .zip(self.task.goal())
+                .map(|(p, g)| (p - g).powi(2))
+                .sum();
+            d.sqrt() < self.task.spec.goal.tolerance
+        };
         let mut ended = None;
         if let Some(a) = &self.auto {
             if speed > a.motion_threshold {
                 self.last_motion = t;
-                if self.recording.is_none() {
+                // Motion within the goal region (the arm settling, or leaving it) starts no
+                // demonstration: it would end at once, at the goal.
+                if self.recording.is_none() && !at_goal {
                     let _ = self.start();
                 }
             } else if self.recording.is_some() && t - self.last_motion > a.idle_timeout {
@@ -179,14 +205,6 @@ impl Recorder {
             d.states.extend_from_slice(prev);
             d.actions.extend_from_slice(&action);
         }
-        let at_goal = {
-            let d: f64 = position
-                .iter()
-                .zip(self.task.goal())
-                .map(|(p, g)| (p - g).powi(2))
-                .sum();
-            d.sqrt() < self.task.spec.goal.tolerance
-        };
         self.previous = Some(state);
         if self.auto.is_some() && at_goal && self.recording.is_some() {
             ended = self.stop().ok();

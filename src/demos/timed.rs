@@ -3,13 +3,14 @@
 //! each demonstration's positions resampled at the task's period, the velocity between samples as
 //! the action ([`PoseResampler`]), as the `demo_recorder` node records a pose-only robot.
 use crate::demos::DemoSet;
-use crate::demos::recorder::{POSE_GAP, PoseResampler, Recorder};
+use crate::demos::JUMP_FACTOR;
+use crate::demos::recorder::{AutoSegment, POSE_GAP, PoseResampler, Recorder};
 use crate::error::{Error, Result};
 use crate::task::Task;
 use std::path::Path;
 
-/// One demonstration of a log: its id (the `demo` column, or "0"), its first line, and its timed
-/// positions in the order of the task's `position` components.
+/// One demonstration of a log: its id (the `demo` column, or "0"), its first line (0 for a piece of
+/// a bag's stream), and its timed positions in the order of the task's `position` components.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TimedDemo {
     pub id: String,
@@ -132,25 +133,90 @@ pub fn parse(text: &str, path: &Path, task: &Task) -> Result<Vec<TimedDemo>> {
 pub fn resample(task: &Task, log: &[TimedDemo], path: &Path) -> Result<DemoSet> {
     let mut rec = Recorder::new(task.clone(), None);
     for d in log {
-        let mut r = PoseResampler::new(task.spec.dynamics.dt, POSE_GAP);
-        let mut started = false;
-        for (t, p) in &d.samples {
-            for (ts, ps, vs) in r.push(*t, p) {
-                rec.sample(ts, &ps, &vs);
-                if !started {
-                    rec.start().map_err(Error::Invalid)?;
-                    started = true;
-                }
-            }
-        }
-        rec.stop().map_err(|e| Error::File {
-            path: path.to_path_buf(),
-            line: Some(d.line),
-            field: Some("demo".into()),
-            msg: format!("demonstration '{}': {e}", d.id),
+        feed(&mut rec, task, d)?;
+        rec.stop().map_err(|e| {
+            Error::file(
+                path,
+                Some(d.line),
+                Some("demo"),
+                format!("demonstration '{}': {e}", d.id),
+            )
         })?;
     }
     Ok(rec.demos)
+}
+
+/// The demonstrations in pieces of a stream (see [`split_stream`]), resampled at the task's period:
+/// each piece that moves is one demonstration, or with `auto`, as the `demo_recorder` node's
+/// automatic segmentation cuts them, one from each first motion to the goal or until idle. A piece
+/// that never moves is no demonstration.
+pub fn resample_stream(
+    task: &Task,
+    pieces: &[TimedDemo],
+    auto: Option<AutoSegment>,
+) -> Result<DemoSet> {
+    let by_piece = auto.is_none();
+    let mut rec = Recorder::new(task.clone(), auto);
+    for d in pieces {
+        feed(&mut rec, task, d)?;
+        if by_piece || rec.is_recording() {
+            // Nothing moved: no demonstration, as nothing would have been recorded.
+            let _ = rec.stop();
+        }
+    }
+    Ok(rec.demos)
+}
+
+/// Feed one demonstration's timed positions, resampled, to the recorder; without automatic
+/// segmentation the recording starts at the first sample.
+fn feed(rec: &mut Recorder, task: &Task, d: &TimedDemo) -> Result<()> {
+    let manual = !rec.is_auto();
+    let mut r = PoseResampler::new(task.spec.dynamics.dt, POSE_GAP);
+    let mut started = false;
+    for (t, p) in &d.samples {
+        for (ts, ps, vs) in r.push(*t, p) {
+            rec.sample(ts, &ps, &vs);
+            if manual && !started {
+                rec.start().map_err(Error::Invalid)?;
+                started = true;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A stream of timed positions (in time order) cut where nothing may be interpolated: a silence
+/// longer than [`POSE_GAP`], or a move faster than [`JUMP_FACTOR`] times the action limit allows (a
+/// reset, a second publisher, a teleport). The pieces are named `{name}:{k}`.
+pub fn split_stream(task: &Task, name: &str, samples: &[(f64, Vec<f64>)]) -> Vec<TimedDemo> {
+    let dt = task.spec.dynamics.dt;
+    let step = JUMP_FACTOR * task.longest_step();
+    let mut pieces: Vec<TimedDemo> = Vec::new();
+    let mut last: Option<&(f64, Vec<f64>)> = None;
+    for s in samples {
+        let cut = last.is_none_or(|(t0, p0)| {
+            let moved = task_distance(p0, &s.1);
+            s.0 - t0 > POSE_GAP || moved > step * ((s.0 - t0) / dt).max(1.0)
+        });
+        if cut {
+            pieces.push(TimedDemo {
+                id: format!("{name}:{}", pieces.len()),
+                line: 0,
+                samples: Vec::new(),
+            });
+        }
+        pieces.last_mut().expect("a piece").samples.push(s.clone());
+        last = Some(s);
+    }
+    pieces
+}
+
+fn task_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).powi(2))
+        .sum::<f64>()
+        .sqrt()
 }
 
 #[cfg(test)]
@@ -210,5 +276,77 @@ mod tests {
                 .to_string()
                 .contains("no steps")
         );
+    }
+
+    #[test]
+    fn a_stream_is_cut_at_gaps_and_jumps_and_auto_segmentation_cuts_at_rest() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        // At 100 Hz: 0.4 s along x at 0.24 m/s, 0.4 s at rest, 0.4 s along x again; a jump back to
+        // the start; 0.4 s along y; a silence of 1 s; 0.4 s along y.
+        let mut stream: Vec<(f64, Vec<f64>)> = Vec::new();
+        let mut t = 10.0;
+        let mut p = vec![0.35, 0.0, 0.05];
+        let mut go = |stream: &mut Vec<(f64, Vec<f64>)>, t: &mut f64, v: [f64; 3], secs: f64| {
+            for _ in 0..(secs / 0.01).round() as usize {
+                *t += 0.01;
+                for c in 0..3 {
+                    p[c] += v[c] * 0.01;
+                }
+                stream.push((*t, p.clone()));
+            }
+        };
+        stream.push((t, vec![0.35, 0.0, 0.05]));
+        go(&mut stream, &mut t, [0.24, 0.0, 0.0], 0.4);
+        go(&mut stream, &mut t, [0.0; 3], 0.4);
+        go(&mut stream, &mut t, [0.24, 0.0, 0.0], 0.4);
+        t += 0.01;
+        stream.push((t, vec![0.35, 0.0, 0.05]));
+        let mut q = vec![0.35, 0.0, 0.05];
+        for k in 1..=40 {
+            q[1] = 0.24 * 0.01 * k as f64;
+            stream.push((t + 0.01 * k as f64, q.clone()));
+        }
+        t += 0.4 + 1.0;
+        for k in 0..=40 {
+            stream.push((
+                t + 0.01 * k as f64,
+                vec![0.35, 0.1 + 0.0024 * k as f64, 0.05],
+            ));
+        }
+        let pieces = split_stream(&task, "bag", &stream);
+        let lens: Vec<usize> = pieces.iter().map(|p| p.samples.len()).collect();
+        assert_eq!(
+            lens,
+            [121, 41, 41],
+            "{:?}",
+            pieces.iter().map(|p| &p.id).collect::<Vec<_>>()
+        );
+        assert_eq!(pieces[2].id, "bag:2");
+        // Each piece that moves is a demonstration, its rest in the middle kept.
+        let set = resample_stream(&task, &pieces, None).unwrap();
+        let steps: Vec<usize> = (0..set.len()).map(|d| set.demos[d].len(3)).collect();
+        assert_eq!(steps.len(), 3, "{steps:?}");
+        assert!((70..=73).contains(&steps[0]), "{steps:?}");
+        // With automatic segmentation the rest of 0.4 s (idle after 0.2 s) ends the first
+        // demonstration; the motion after it is a second one.
+        let auto = AutoSegment {
+            motion_threshold: 0.01,
+            idle_timeout: 0.2,
+        };
+        let set = resample_stream(&task, &pieces, Some(auto)).unwrap();
+        assert_eq!(set.len(), 4);
+        for d in 0..4 {
+            let n = set.demos[d].len(3);
+            assert!((23..=26).contains(&n), "demo {d}: {n} steps");
+            // Every step is motion at half the action limit (rest trimmed at both ends).
+            assert!((set.action(d, 1)[0] + set.action(d, 1)[1] - 0.5).abs() < 1e-9);
+        }
+        // A stream that never moves holds no demonstration.
+        let still = split_stream(
+            &task,
+            "bag",
+            &[(0.0, vec![0.4, 0.0, 0.05]), (0.1, vec![0.4, 0.0, 0.05])],
+        );
+        assert!(resample_stream(&task, &still, None).unwrap().is_empty());
     }
 }

@@ -229,6 +229,45 @@ impl Task {
         }
     }
 
+    /// Which axis of a ROS pose or twist (0 = x, 1 = y, 2 = z) each position component of the task
+    /// reads: by name where the positions are named x, y and z (a planar task's `[x, y]`), otherwise
+    /// in order. An error for a task a pose cannot drive: more than three positions, or an action
+    /// that does not move them one to one (a MuJoCo task's joint torques).
+    pub fn pose_axes(&self) -> std::result::Result<Vec<usize>, String> {
+        let names: Vec<&str> = self
+            .position_idx
+            .iter()
+            .map(|&i| self.spec.state[i].as_str())
+            .collect();
+        if self.mujoco.is_some() || names.len() > 3 || names.len() != self.action_dim() {
+            return Err(format!(
+                "task '{}' has positions [{}] and {} actions: an end-effector pose (x, y, z) and \
+                 twist drive at most three positions, one action each",
+                self.name(),
+                names.join(", "),
+                self.action_dim()
+            ));
+        }
+        let by_name: Vec<usize> = names
+            .iter()
+            .filter_map(|n| ["x", "y", "z"].iter().position(|a| a == n))
+            .collect();
+        let distinct = by_name
+            .iter()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        Ok(if by_name.len() == names.len() && distinct == names.len() {
+            by_name
+        } else {
+            (0..names.len()).collect()
+        })
+    }
+
+    /// The task's position read off a pose or twist's (x, y, z) by [`Self::pose_axes`].
+    pub fn from_pose_axes(axes: &[usize], xyz: [f64; 3]) -> Vec<f64> {
+        axes.iter().map(|&a| xyz[a]).collect()
+    }
+
     /// The longest step the action limit allows in one `dt`, in position units: the farthest an
     /// end effector can move between two consecutive samples of a demonstration.
     pub fn longest_step(&self) -> f64 {
@@ -306,6 +345,30 @@ mod tests {
                 .unwrap_err()
                 .contains("different units")
         );
+    }
+
+    #[test]
+    fn a_pose_drives_the_positions_named_x_y_z_by_name_and_others_in_order() {
+        let axes = |name: &str| Task::load(name).unwrap().pose_axes();
+        assert_eq!(axes("reach_obstacle_3d"), Ok(vec![0, 1, 2]));
+        assert_eq!(axes("point_ellipse_2d"), Ok(vec![0, 1]));
+        let yaml = |from: &str, to: &str| {
+            let y = BUILTIN
+                .iter()
+                .find(|(n, _)| *n == "point_ellipse_2d")
+                .unwrap()
+                .1;
+            let y = y.replace(from, to).replace("{x: m,", "{z: m,");
+            Task::from_yaml(&y, Path::new("t.yaml")).unwrap()
+        };
+        // A plane named y and z (a wall's): by name.
+        let yz = yaml("[x, y]", "[z, y]").pose_axes();
+        assert_eq!(yz, Ok(vec![2, 1]));
+        assert_eq!(
+            Task::from_pose_axes(&[2, 1], [1.0, 2.0, 3.0]),
+            vec![3.0, 2.0]
+        );
+        assert!(Task::load("reach_velocity_3d").unwrap().pose_axes().is_ok());
     }
 
     #[test]
