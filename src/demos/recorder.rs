@@ -269,8 +269,11 @@ impl PoseResampler {
             unreachable!("a pose and a sample exist once started");
         };
         let mut out = Vec::new();
-        // A sample due within a millionth of dt of this pose is reached (times written rounded).
-        while origin + (k + 1) as f64 * self.dt <= t + 1e-6 * self.dt {
+        // A sample due within a thousandth of dt of this pose is reached: times are written rounded,
+        // and a stamp in seconds since 1970 holds only about 0.2 us as an f64. Otherwise a sample
+        // due at a pose's time could miss it and be taken a hair after it, a step of almost nothing
+        // (at worst the pose's position is taken up to dt/1000 early).
+        while origin + (k + 1) as f64 * self.dt <= t + 1e-3 * self.dt {
             k += 1;
             let tk = origin + k as f64 * self.dt;
             let w = ((tk - t0) / (t - t0)).clamp(0.0, 1.0);

@@ -1,5 +1,6 @@
 """demo_recorder with kinematic_sim, driven by rclpy."""
 import csv
+import math
 import os
 import random
 import time
@@ -13,7 +14,7 @@ from std_srvs.srv import Trigger
 
 from mcap_ros2.reader import read_ros2_messages
 
-from conftest import call, call_answered, call_repeatable, pucl, wait_for
+from conftest import ROOT, call, call_answered, call_repeatable, pucl, wait_for
 
 SCALE = 0.48  # reach_obstacle_3d: m/s per action unit
 
@@ -67,6 +68,18 @@ def start_recording(node, client, timeout=10.0):
             return r
         assert "no pose received yet" in r.message, r.message
         wait_for(node, lambda: False, 0.05)
+
+
+def distance_to_path(p, path):
+    """The distance from point p to the polyline through `path`."""
+    best = float("inf")
+    for a, b in zip(path, path[1:]):
+        ab = [y - x for x, y in zip(a, b)]
+        ap = [y - x for x, y in zip(a, p)]
+        n = sum(v * v for v in ab)
+        w = min(max(sum(x * y for x, y in zip(ab, ap)) / n, 0.0), 1.0) if n > 0 else 0.0
+        best = min(best, sum((x + w * v - y) ** 2 for x, v, y in zip(a, ab, p)) ** 0.5)
+    return best
 
 
 def read_rows(path):
@@ -154,6 +167,22 @@ def test_recorded_demonstrations_and_their_mcap_bag_equal_what_the_simulator_pub
     in_bag = {(m.ros_msg.pose.position.x, m.ros_msg.pose.position.y, m.ros_msg.pose.position.z) for m in by_topic["/ee_pose"]}
     missing = [r for r in rows if tuple(float(r[c]) for c in ("x", "y", "z")) not in in_bag]
     assert not missing, f"{len(missing)} of {len(rows)} CSV states not in the bag, e.g. {missing[:2]}; {len(in_bag)} poses"
+    # `pucl demos import` reads the bag back as the same two demonstrations. It resamples the poses by
+    # their stamps on a grid of its own, so its rows lie on the recorded path (within 1 mm of the
+    # recorder's rows and the state the last action reached), not on the recorder's rows.
+    imported = tmp_path / "imported.csv"
+    said = pucl("demos", "import", bag, "--task", "reach_obstacle_3d", "--out", imported)
+    assert "goal reached 2/2" in said, said
+    got = read_rows(imported)
+    for d in ("0", "1"):
+        recorded = [r for r in rows if r["demo"] == d]
+        path = [tuple(float(r[c]) for c in ("x", "y", "z")) for r in recorded]
+        last = recorded[-1]
+        path.append(tuple(float(last[c]) + float(last["a" + c]) * SCALE / 60.0 for c in ("x", "y", "z")))
+        mine = [tuple(float(r[c]) for c in ("x", "y", "z")) for r in got if r["demo"] == d]
+        assert abs(len(mine) - len(recorded)) <= 2, (len(mine), len(recorded))
+        far = [p for p in mine if distance_to_path(p, path) > 1e-3]
+        assert not far, f"demonstration {d}: {len(far)} of {len(mine)} imported rows off the recorded path, e.g. {far[:2]}"
 
 
 def test_stop_without_recording_is_refused_and_sigint_keeps_the_recording_and_reports_dropped_messages(start_node, tmp_path):
@@ -286,26 +315,9 @@ def test_a_robot_publishing_only_its_pose_at_its_own_rate_is_recorded_at_the_tas
     node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data),
                              QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
     assert wait_for(node, lambda: pub.get_subscription_count() > 0, 20)
-    speed, t0 = 0.2, time.time()
-
-    def publish(x, t):
-        m = PoseStamped()
-        m.header.frame_id = "base_link"
-        m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
-        m.pose.position.x, m.pose.position.y, m.pose.position.z = x, -0.09, 0.05
-        m.pose.orientation.w = 1.0
-        pub.publish(m)
-
+    speed = 0.2
     # At rest for 0.3 s, along x at 0.2 m/s for 1.25 s, at rest for 1.5 s (idle_timeout 1 s ends it).
-    k = 0
-    while True:
-        t = time.time()
-        moved = min(max(t - t0 - 0.3, 0.0), 1.25)
-        publish(0.35 + speed * moved, t)
-        if t - t0 > 3.05:
-            break
-        k += 1
-        time.sleep(0.008 if k % 2 else 0.012)
+    publish_poses(pub, lambda s: (0.35 + speed * min(max(s - 0.3, 0.0), 1.25), -0.09, 0.05), 3.05)
     assert wait_for(node, lambda: counts and counts[-1] == 1, 10), counts
     rows = read_rows(out)
     assert {r["demo"] for r in rows} == {"0"}
@@ -320,3 +332,103 @@ def test_a_robot_publishing_only_its_pose_at_its_own_rate_is_recorded_at_the_tas
     assert all(abs(b - a - speed * dt) < 1e-5 for a, b in zip(xs[2:-2], xs[3:-1])), xs
     assert all(float(r["y"]) == -0.09 and float(r["ay"]) == 0.0 for r in rows)
     node.destroy_node()
+
+
+def publish_poses(pub, position_at, duration):
+    """Publish the pose position_at(s), s seconds after the first, as a driver would: at about
+    100 Hz, unevenly, stamped with the time sent, for `duration` seconds."""
+    t0, k = time.time(), 0
+    while True:
+        t = time.time()
+        m = PoseStamped()
+        m.header.frame_id = "base_link"
+        m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
+        m.pose.position.x, m.pose.position.y, m.pose.position.z = position_at(t - t0)
+        m.pose.orientation.w = 1.0
+        pub.publish(m)
+        if t - t0 > duration:
+            return
+        k += 1
+        time.sleep(0.008 if k % 2 else 0.012)
+
+
+def test_a_planar_robots_pose_is_recorded_for_a_2d_task(start_node, tmp_path):
+    # A robot moving in a plane (point_ellipse_2d: positions x and y) publishes a full pose, its z the
+    # height it is mounted at: the recorder reads x and y (it dropped every sample before, and refused
+    # to start for want of a pose).
+    out = tmp_path / "demos.csv"
+    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag="''", applied_twist_topic="''",
+               auto_segment="true", task="point_ellipse_2d")
+    node = rclpy.create_node(f"rec_planar_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    pub = node.create_publisher(PoseStamped, "/ee_pose", 100)
+    counts = []
+    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data),
+                             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    assert wait_for(node, lambda: pub.get_subscription_count() > 0, 20)
+    # At rest 0.3 s at a task start, then straight to the goal (the origin) at 1 m/s, then at rest.
+    start = (0.548, 0.816)
+    length = math.hypot(*start)
+
+    def at(s):
+        w = max(1.0 - max(s - 0.3, 0.0) / length, 0.0)
+        return (start[0] * w, start[1] * w, 0.7)
+
+    publish_poses(pub, at, 0.3 + length + 0.5)
+    assert wait_for(node, lambda: counts and counts[-1] == 1, 10), counts
+    rows = read_rows(out)
+    assert set(rows[0]) >= {"x", "y", "ax", "ay"} and "z" not in rows[0], rows[0]
+    # The way is about 0.98 s long: 49 rows at 50 Hz, give or take the grid's ends.
+    assert 47 <= len(rows) <= 51, len(rows)
+    direction = (-start[0] / length, -start[1] / length)
+    for r in rows[2:-2]:
+        assert abs(float(r["ax"]) - direction[0]) < 1e-5 and abs(float(r["ay"]) - direction[1]) < 1e-5, r
+    report = pucl("demos", "check", out, "--task", "point_ellipse_2d", "--json")
+    assert '"reached_goal":1' in report, report
+    node.destroy_node()
+
+
+def test_a_bag_of_poses_serialized_by_rclpy_imports_as_the_demonstrations_it_holds(tmp_path):
+    # The cylinder's reference demonstrations in a bag as rosbag2 writes one: PoseStamped serialized
+    # by rclpy (rcl's own CDR, frame ids of different lengths), zstd-compressed chunks, one topic
+    # beside it; stamped at the task's 60 Hz and put back at the next start between demonstrations.
+    from mcap.writer import Writer
+    from rclpy.serialization import serialize_message
+    from std_msgs.msg import String
+
+    rows = read_rows(ROOT / "data/demos/reach_obstacle_3d_ds.csv")
+    demos = {}
+    for r in rows:
+        demos.setdefault(r["demo"], []).append(r)
+    bag = tmp_path / "session.mcap"
+    with open(bag, "wb") as f:
+        w = Writer(f)
+        w.start(profile="ros2", library="test")
+        pose = w.register_schema("geometry_msgs/msg/PoseStamped", "ros2msg", b"")
+        note = w.register_schema("std_msgs/msg/String", "ros2msg", b"string data")
+        pose = w.register_channel("/tool_pose", "cdr", pose)
+        note = w.register_channel("/notes", "cdr", note)
+        t, k = 1765000000.0, 0
+        for d, demo in demos.items():
+            states = [[float(r[c]) for c in ("x", "y", "z")] for r in demo]
+            last = demo[-1]
+            states.append([float(last[c]) + float(last["a" + c]) * SCALE / 60.0 for c in ("x", "y", "z")])
+            for s in [states[0]] * 12 + states:
+                m = PoseStamped()
+                m.header.frame_id = "base_link" if k % 2 else "b"
+                m.header.stamp.sec, m.header.stamp.nanosec = int(t), round((t - int(t)) * 1e9)
+                m.pose.position.x, m.pose.position.y, m.pose.position.z = s
+                m.pose.orientation.w = 1.0
+                ns = round(t * 1e9)
+                w.add_message(pose, log_time=ns, publish_time=ns, data=serialize_message(m), sequence=k)
+                w.add_message(note, log_time=ns, publish_time=ns, data=serialize_message(String(data=f"demo {d}")), sequence=k)
+                t, k = t + 1.0 / 60.0, k + 1
+        w.finish()
+    out = tmp_path / "demos.csv"
+    said = pucl("demos", "import", bag, "--task", "reach_obstacle_3d", "--out", out)
+    assert f"goal reached {len(demos)}/{len(demos)}" in said, said
+    got = read_rows(out)
+    assert len(got) == len(rows), (len(got), len(rows))
+    for a, b in zip(got, rows):
+        assert (a["demo"], a["step"]) == (b["demo"], b["step"])
+        assert all(abs(float(a[c]) - float(b[c])) < 1e-6 for c in ("x", "y", "z")), (a, b)
+        assert all(abs(float(a[c]) - float(b[c])) < 1e-4 for c in ("ax", "ay", "az")), (a, b)
