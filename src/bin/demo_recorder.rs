@@ -49,7 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &node,
         "auto_segment",
         false,
-        "start on motion, stop at the goal or when idle",
+        "start on motion outside the goal region, stop at the goal or when idle",
     );
     let motion = param_f64(
         &node,

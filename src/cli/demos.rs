@@ -44,8 +44,8 @@ pub struct ImportArgs {
     /// Output file: CSV (the reference format) or .json. Written atomically.
     #[arg(long)]
     out: PathBuf,
-    /// Cut demonstrations as demo_recorder's auto_segment does: start on motion, stop at the goal or
-    /// when idle (for one long recording of several demonstrations).
+    /// Cut demonstrations as demo_recorder's auto_segment does: start on motion outside the goal
+    /// region, stop at the goal or when idle (for one long recording of several demonstrations).
     #[arg(long)]
     auto_segment: bool,
     /// With --auto-segment: speed (position units per second) that counts as motion.

@@ -526,6 +526,41 @@ mod tests {
     }
 
     #[test]
+    fn chunks_compressed_with_zstd_or_lz4_read_as_uncompressed_ones() {
+        let pose = pose_cdr(false, 7, 0, "base", [0.1, 0.2, 0.3]);
+        for compression in [
+            None,
+            Some(mcap::Compression::Zstd),
+            Some(mcap::Compression::Lz4),
+        ] {
+            let mut w = mcap::WriteOptions::new()
+                .compression(compression)
+                .create(std::io::Cursor::new(Vec::new()))
+                .unwrap();
+            let schema = w
+                .add_schema("geometry_msgs/msg/PoseStamped", "ros2msg", b"")
+                .unwrap();
+            let c = w
+                .add_channel(schema, "/ee_pose", "cdr", &BTreeMap::new())
+                .unwrap();
+            for k in 0..50u32 {
+                let header = mcap::records::MessageHeader {
+                    channel_id: c,
+                    sequence: k,
+                    log_time: u64::from(k),
+                    publish_time: u64::from(k),
+                };
+                w.write_to_known_channel(&header, &pose).unwrap();
+            }
+            w.finish().unwrap();
+            let bytes = w.into_inner().into_inner();
+            let got = read_positions(&bytes, Path::new("b.mcap"), None).unwrap();
+            assert_eq!(got.samples.len(), 50, "{compression:?}");
+            assert_eq!(got.samples[0], (7.0, [0.1, 0.2, 0.3]), "{compression:?}");
+        }
+    }
+
+    #[test]
     fn a_missing_definition_names_the_type() {
         let dir = tempfile::tempdir().unwrap();
         let e = ros2msg_schema("geometry_msgs/msg/Nope", &[dir.path().into()]).unwrap_err();
