@@ -537,13 +537,12 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
         ));
     }
     let dir = tempfile::tempdir().unwrap();
-    let bag = dir.path().join("session.mcap");
-    {
+    let write_bag = |path: &Path, stream: &[(f64, [f64; 3])]| {
         let mut w = mcap::WriteOptions::new()
             .profile("ros2")
             .compression(Some(mcap::Compression::Zstd))
             .create(std::io::BufWriter::new(
-                std::fs::File::create(&bag).unwrap(),
+                std::fs::File::create(path).unwrap(),
             ))
             .unwrap();
         let pose = w
@@ -582,7 +581,9 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
             }
         }
         w.finish().unwrap();
-    }
+    };
+    let bag = dir.path().join("session.mcap");
+    write_bag(&bag, &stream);
     let out = dir.path().join("demos.csv");
     let import = |extra: &[&str]| {
         let mut args = vec![
@@ -615,6 +616,32 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
         "{said}"
     );
     assert_resampled_from(&out, &demos[..11], 12);
+    // The same recording as `ros2 bag record` splits it: a folder of two files (the split in the
+    // middle of a demonstration) listed by its metadata.yaml.
+    let folder = dir.path().join("rosbag2_2026_12_07-10_00_00");
+    std::fs::create_dir(&folder).unwrap();
+    let half = stream.len() / 2;
+    write_bag(&folder.join("part_0.mcap"), &stream[..half]);
+    write_bag(&folder.join("part_1.mcap"), &stream[half..]);
+    std::fs::write(
+        folder.join("metadata.yaml"),
+        "rosbag2_bagfile_information:\n  version: 9\n  storage_identifier: mcap\n  \
+         relative_file_paths:\n    - part_0.mcap\n    - part_1.mcap\n",
+    )
+    .unwrap();
+    let o = pucl(&[
+        "demos",
+        "import",
+        folder.to_str().unwrap(),
+        "--task",
+        "reach_obstacle_3d",
+        "--auto-segment",
+        "--reaching-goal-only",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(stdout(&o).contains("goal reached 12/12"), "{}", stderr(&o));
+    assert_resampled_from(&out, &demos, 12);
     // What is wrong is named.
     fails_with(
         &[

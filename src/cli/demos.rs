@@ -21,8 +21,8 @@ pub enum DemosCommand {
     Check(CheckArgs),
     /// Turn a log of timed positions (CSV: `t` in seconds, the task's position columns, optionally `demo`; other columns are ignored), at any rate, into demonstrations at the task's period: positions interpolated, the velocity between them the action; rest before the first and after the last motion dropped.
     Resample(ResampleArgs),
-    /// Read demonstrations from ROS 2 bags (MCAP, as `ros2 bag record -s mcap` or demo_recorder's
-    /// `bag` write them): the end effector's positions on one PoseStamped or PointStamped topic,
+    /// Read demonstrations from ROS 2 bags (MCAP files or rosbag2 folders, as `ros2 bag record -s
+    /// mcap` or demo_recorder's `bag` write them): the end effector's positions on one PoseStamped or PointStamped topic,
     /// timed by their header stamps, resampled at the task's period like `resample`. The stream is cut
     /// where poses stop for more than 0.5 s or jump farther than the action limit allows; each piece
     /// that moves is a demonstration, or with --auto-segment each run from first motion to the goal
@@ -32,7 +32,8 @@ pub enum DemosCommand {
 
 #[derive(Args)]
 pub struct ImportArgs {
-    /// The bags (.mcap files), read in the order given.
+    /// The bags: .mcap files or rosbag2 folders (their metadata.yaml, or their .mcap files by name),
+    /// read in the order given.
     #[arg(required = true)]
     bags: Vec<PathBuf>,
     /// Built-in task name or path to a task YAML file (its positions, period and velocity scale).
@@ -311,30 +312,38 @@ fn import(a: ImportArgs) -> Result<()> {
     let mut pieces = Vec::new();
     let mut messages = 0;
     for bag in &a.bags {
-        let bytes = std::fs::read(bag).with_context(|| format!("reading {}", bag.display()))?;
-        let read = pucl::demos::bag::read_positions(&bytes, bag, a.topic.as_deref())?;
-        if let Some((index, log_time)) = read.non_finite.first() {
-            eprintln!(
-                "warning: {}: {} messages on {} with a non-finite position left out (the first: message {index}, logged at {log_time} ns)",
-                bag.display(),
-                read.non_finite.len(),
-                read.topic
+        // A bag split over several files (a rosbag2 folder) is one stream.
+        let mut samples: Vec<(f64, Vec<f64>)> = Vec::new();
+        let mut topics = Vec::new();
+        for file in pucl::demos::bag::bag_files(bag)? {
+            let bytes = pucl::demos::bag::read_bag_file(&file)?;
+            let read = pucl::demos::bag::read_positions(&bytes, &file, a.topic.as_deref())?;
+            if let Some((index, log_time)) = read.non_finite.first() {
+                eprintln!(
+                    "warning: {}: {} messages on {} with a non-finite position left out (the first: message {index}, logged at {log_time} ns)",
+                    file.display(),
+                    read.non_finite.len(),
+                    read.topic
+                );
+            }
+            let topic = format!("{} ({})", read.topic, read.type_name);
+            if !topics.contains(&topic) {
+                topics.push(topic);
+            }
+            samples.extend(
+                read.samples
+                    .iter()
+                    .map(|(t, xyz)| (*t, Task::from_pose_axes(&axes, *xyz))),
             );
         }
-        messages += read.samples.len();
-        let samples: Vec<(f64, Vec<f64>)> = read
-            .samples
-            .iter()
-            .map(|(t, xyz)| (*t, Task::from_pose_axes(&axes, *xyz)))
-            .collect();
-        let name = bag.display().to_string();
-        let cut = pucl::demos::timed::split_stream(&task, &name, &samples);
+        samples.sort_by(|x, y| x.0.total_cmp(&y.0));
+        messages += samples.len();
+        let cut = pucl::demos::timed::split_stream(&task, &bag.display().to_string(), &samples);
         eprintln!(
-            "{}: {} positions on {} ({}) in {} pieces",
+            "{}: {} positions on {} in {} pieces",
             bag.display(),
             samples.len(),
-            read.topic,
-            read.type_name,
+            topics.join(", "),
             cut.len()
         );
         pieces.extend(cut);

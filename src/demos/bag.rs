@@ -251,6 +251,87 @@ pub fn read_positions(bytes: &[u8], path: &Path, topic: Option<&str>) -> Result<
     Ok(out)
 }
 
+/// The storage files of a bag: a file itself, or of a rosbag2 folder (as `ros2 bag record` writes
+/// one) those its `metadata.yaml` lists in order, or without one its `.mcap` files by name. A bag
+/// stored in SQLite (`.db3`, rosbag2's default before Jazzy) is an error saying how to convert it.
+pub fn bag_files(path: &Path) -> Result<Vec<PathBuf>> {
+    let sqlite = |p: &Path| {
+        Error::file(
+            p,
+            None,
+            None,
+            "a SQLite bag (.db3); convert it to MCAP first: `ros2 bag convert -i BAG -o out.yaml` \
+             with out.yaml holding `output_bags: [{uri: bag_mcap, storage_id: mcap}]`",
+        )
+    };
+    if !path.is_dir() {
+        if path.extension().is_some_and(|e| e == "db3") {
+            return Err(sqlite(path));
+        }
+        return Ok(vec![path.to_path_buf()]);
+    }
+    #[derive(serde::Deserialize)]
+    struct Metadata {
+        rosbag2_bagfile_information: Info,
+    }
+    #[derive(serde::Deserialize)]
+    struct Info {
+        #[serde(default)]
+        storage_identifier: String,
+        #[serde(default)]
+        relative_file_paths: Vec<String>,
+    }
+    let meta = path.join("metadata.yaml");
+    if meta.exists() {
+        let text = std::fs::read_to_string(&meta).map_err(|e| Error::io(&meta, e))?;
+        let m: Metadata = serde_yaml_ng::from_str(&text).map_err(|e| {
+            Error::file(
+                &meta,
+                e.location().map(|l| l.line() as u64),
+                None,
+                format!("not rosbag2 metadata: {e}"),
+            )
+        })?;
+        let info = m.rosbag2_bagfile_information;
+        if info.storage_identifier == "sqlite3" {
+            return Err(sqlite(path));
+        }
+        if !info.relative_file_paths.is_empty() {
+            return Ok(info
+                .relative_file_paths
+                .iter()
+                .map(|f| path.join(f))
+                .collect());
+        }
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(|e| Error::io(path, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "mcap"))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::file(
+            path,
+            None,
+            None,
+            "a folder without metadata.yaml or .mcap files: no bag",
+        ));
+    }
+    Ok(files)
+}
+
+/// A storage file's bytes; one rosbag2 compressed whole (`compression_mode: file`, `.zstd`) is
+/// decompressed.
+pub fn read_bag_file(path: &Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    if path.extension().is_some_and(|e| e == "zstd") {
+        return zstd::decode_all(bytes.as_slice())
+            .map_err(|e| Error::file(path, None, None, format!("not zstd-compressed: {e}")));
+    }
+    Ok(bytes)
+}
+
 /// The primitive field types of ROS 2 interface files.
 const PRIMITIVES: [&str; 17] = [
     "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",
@@ -558,6 +639,81 @@ mod tests {
             assert_eq!(got.samples.len(), 50, "{compression:?}");
             assert_eq!(got.samples[0], (7.0, [0.1, 0.2, 0.3]), "{compression:?}");
         }
+    }
+
+    #[test]
+    fn a_rosbag2_folder_lists_its_files_in_the_metadatas_order_and_a_sqlite_bag_says_how_to_convert()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let bag = dir.path().join("rosbag2_2026_12_07");
+        std::fs::create_dir(&bag).unwrap();
+        for f in ["b_0.mcap", "a_1.mcap"] {
+            std::fs::write(bag.join(f), b"").unwrap();
+        }
+        // Without metadata: the .mcap files by name.
+        assert_eq!(
+            bag_files(&bag).unwrap(),
+            [bag.join("a_1.mcap"), bag.join("b_0.mcap")]
+        );
+        // As `ros2 bag record` writes it (abridged): its files in its order.
+        std::fs::write(
+            bag.join("metadata.yaml"),
+            "rosbag2_bagfile_information:\n  version: 9\n  storage_identifier: mcap\n  \
+             duration:\n    nanoseconds: 5\n  relative_file_paths:\n    - b_0.mcap\n    - a_1.mcap\n  \
+             compression_format: \"\"\n  ros_distro: jazzy\n",
+        )
+        .unwrap();
+        assert_eq!(
+            bag_files(&bag).unwrap(),
+            [bag.join("b_0.mcap"), bag.join("a_1.mcap")]
+        );
+        std::fs::write(
+            bag.join("metadata.yaml"),
+            "rosbag2_bagfile_information:\n  storage_identifier: sqlite3\n  relative_file_paths: [x_0.db3]\n",
+        )
+        .unwrap();
+        let e = bag_files(&bag).unwrap_err().to_string();
+        assert!(
+            e.contains("rosbag2_2026_12_07") && e.contains("ros2 bag convert"),
+            "{e}"
+        );
+        assert!(
+            bag_files(&bag.join("x_0.db3"))
+                .unwrap_err()
+                .to_string()
+                .contains("SQLite")
+        );
+        std::fs::write(bag.join("metadata.yaml"), "rosbag2_bagfile_information: [").unwrap();
+        let e = bag_files(&bag).unwrap_err().to_string();
+        assert!(
+            e.contains("metadata.yaml") && e.contains("not rosbag2 metadata"),
+            "{e}"
+        );
+        let empty = dir.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(
+            bag_files(&empty)
+                .unwrap_err()
+                .to_string()
+                .contains("no bag")
+        );
+        // A file compressed whole (compression_mode: file) reads as the bag it holds.
+        let mcap = bag_of(&[(
+            "/ee_pose",
+            "geometry_msgs/msg/PoseStamped",
+            1,
+            pose_cdr(false, 3, 0, "", [1.0, 2.0, 3.0]),
+        )]);
+        let zst = bag.join("c_0.mcap.zstd");
+        std::fs::write(&zst, zstd::encode_all(mcap.as_slice(), 3).unwrap()).unwrap();
+        assert_eq!(read_bag_file(&zst).unwrap(), mcap);
+        std::fs::write(&zst, b"plain").unwrap();
+        assert!(
+            read_bag_file(&zst)
+                .unwrap_err()
+                .to_string()
+                .contains("not zstd")
+        );
     }
 
     #[test]
