@@ -5,6 +5,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use pucl::demos::DemoSet;
+use pucl::demos::bag::PoseSource;
 use pucl::demos::recorder::AutoSegment;
 use pucl::policy::crl::PolicyFile;
 use pucl::policy::crl::expert::candidates;
@@ -40,8 +41,12 @@ pub struct ImportArgs {
     #[arg(long)]
     task: String,
     /// The topic of the end-effector pose [default: the bag's only PoseStamped or PointStamped topic].
-    #[arg(long)]
+    #[arg(long, conflicts_with = "frames")]
     topic: Option<String>,
+    /// Read the pose from the bag's /tf and /tf_static instead: the position of frame TIP in frame
+    /// BASE (e.g. base_link:tool0), composed along the frames between them.
+    #[arg(long, value_name = "BASE:TIP")]
+    frames: Option<String>,
     /// Output file: CSV (the reference format) or .json. Written atomically.
     #[arg(long)]
     out: PathBuf,
@@ -49,7 +54,8 @@ pub struct ImportArgs {
     /// region, stop at the goal or when idle (for one long recording of several demonstrations).
     #[arg(long)]
     auto_segment: bool,
-    /// With --auto-segment: speed (position units per second) that counts as motion.
+    /// Speed (position units per second) that counts as motion: slower rows at either end of a
+    /// demonstration are rest and dropped (a real arm's pose jitters at rest).
     #[arg(long, default_value_t = AutoSegment::default().motion_threshold)]
     motion_threshold: f64,
     /// With --auto-segment: seconds without motion that end a demonstration.
@@ -296,10 +302,10 @@ fn check(a: CheckArgs) -> Result<()> {
 fn import(a: ImportArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
     let axes = task.pose_axes().map_err(anyhow::Error::msg)?;
-    let auto = a.auto_segment.then_some(AutoSegment {
+    let segment = AutoSegment {
         motion_threshold: a.motion_threshold,
         idle_timeout: a.idle_timeout,
-    });
+    };
     for (v, name) in [
         (a.motion_threshold, "--motion-threshold"),
         (a.idle_timeout, "--idle-timeout"),
@@ -309,18 +315,30 @@ fn import(a: ImportArgs) -> Result<()> {
             "{name} {v}: must be a finite number >= 0"
         );
     }
+    let frames = a
+        .frames
+        .as_deref()
+        .map(|f| match f.split_once(':') {
+            Some((base, tip)) if !base.is_empty() && !tip.is_empty() => Ok((base, tip)),
+            _ => Err(anyhow::anyhow!(
+                "--frames '{f}': give the base frame and the tip frame as BASE:TIP, e.g. base_link:tool0"
+            )),
+        })
+        .transpose()?;
     let mut pieces = Vec::new();
     let mut messages = 0;
     for bag in &a.bags {
         // A bag split over several files (a rosbag2 folder) is one stream.
         let mut samples: Vec<(f64, Vec<f64>)> = Vec::new();
         let mut topics = Vec::new();
-        for file in pucl::demos::bag::bag_files(bag)? {
-            let bytes = pucl::demos::bag::read_bag_file(&file)?;
-            let read = pucl::demos::bag::read_positions(&bytes, &file, a.topic.as_deref())?;
+        let source = match frames {
+            Some((base, tip)) => PoseSource::Frames { base, tip },
+            None => PoseSource::Topic(a.topic.as_deref()),
+        };
+        for (file, read) in pucl::demos::bag::read_bag(bag, source)? {
             if let Some((index, log_time)) = read.non_finite.first() {
                 eprintln!(
-                    "warning: {}: {} messages on {} with a non-finite position left out (the first: message {index}, logged at {log_time} ns)",
+                    "warning: {}: {} messages on {} with a non-finite position or a zero rotation left out (the first: message {index}, logged at {log_time} ns)",
                     file.display(),
                     read.non_finite.len(),
                     read.topic
@@ -348,7 +366,7 @@ fn import(a: ImportArgs) -> Result<()> {
         );
         pieces.extend(cut);
     }
-    let mut set = pucl::demos::timed::resample_stream(&task, &pieces, auto)?;
+    let mut set = pucl::demos::timed::resample_stream(&task, &pieces, segment, a.auto_segment)?;
     let found = set.len();
     if a.reaching_goal_only {
         let ends = set.end_distances_to_goal(&task);

@@ -332,6 +332,41 @@ pub fn read_bag_file(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Where a bag's end-effector positions are read.
+#[derive(Debug, Clone, Copy)]
+pub enum PoseSource<'a> {
+    /// A PoseStamped or PointStamped topic (None: the bag's only one).
+    Topic(Option<&'a str>),
+    /// The position of frame `tip` in frame `base`, from `/tf` and `/tf_static`.
+    Frames { base: &'a str, tip: &'a str },
+}
+
+/// The positions of a bag, a file or a rosbag2 folder ([`bag_files`]): one [`BagPositions`] per
+/// storage file read from a topic, one for the whole bag read from its transforms (a folder's
+/// static transforms are in its first file), each with the file or bag it came from.
+pub fn read_bag(bag: &Path, source: PoseSource) -> Result<Vec<(PathBuf, BagPositions)>> {
+    let files = bag_files(bag)?;
+    match source {
+        PoseSource::Topic(topic) => files
+            .into_iter()
+            .map(|f| {
+                let read = read_positions(&read_bag_file(&f)?, &f, topic)?;
+                Ok((f, read))
+            })
+            .collect(),
+        PoseSource::Frames { base, tip } => {
+            let mut tree = crate::demos::tf::TfTree::new();
+            for f in &files {
+                tree.add_bag(&read_bag_file(f)?, f)?;
+            }
+            let read = tree
+                .positions(base, tip)
+                .map_err(|msg| Error::file(bag, None, Some("frames"), msg))?;
+            Ok(vec![(bag.to_path_buf(), read)])
+        }
+    }
+}
+
 /// The primitive field types of ROS 2 interface files.
 const PRIMITIVES: [&str; 17] = [
     "bool", "byte", "char", "float32", "float64", "int8", "uint8", "int16", "uint16", "int32",

@@ -11,6 +11,7 @@ mod csv_format;
 mod json_format;
 pub mod pairing;
 pub mod recorder;
+pub mod tf;
 pub mod timed;
 
 use crate::error::{Error, Result, write_atomic};
@@ -40,6 +41,29 @@ pub struct DemoSet {
 impl Demonstration {
     pub fn len(&self, state_dim: usize) -> usize {
         self.states.len() / state_dim
+    }
+
+    /// Drop the rows at either end whose action moves the end effector no faster than `speed`
+    /// (position units per second): a real arm's pose at rest jitters, so rest is slow, not still.
+    /// Returns false, leaving no row, where nothing is faster.
+    pub fn trim_rest(&mut self, task: &Task, speed: f64) -> bool {
+        let (n, m) = (task.state_dim(), task.action_dim());
+        let scale = task.spec.dynamics.velocity_scale;
+        let moving = |a: &[f64]| a.iter().map(|v| v * v).sum::<f64>().sqrt() * scale > speed;
+        let rows = self.len(n);
+        let first = (0..rows).find(|&k| moving(&self.actions[k * m..(k + 1) * m]));
+        let Some(first) = first else {
+            self.states.clear();
+            self.actions.clear();
+            return false;
+        };
+        let last = (0..rows)
+            .rev()
+            .find(|&k| moving(&self.actions[k * m..(k + 1) * m]))
+            .expect("a moving row exists");
+        self.states = self.states[first * n..(last + 1) * n].to_vec();
+        self.actions = self.actions[first * m..(last + 1) * m].to_vec();
+        true
     }
 
     /// (row, distance moved) of every row of this demonstration of `task` that jumps: see
@@ -283,6 +307,29 @@ impl DemoSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rest_that_jitters_is_trimmed_at_both_ends_and_motion_in_between_kept() {
+        let task = Task::load("reach_obstacle_3d").unwrap();
+        // Actions in units of 0.48 m/s: jitter of 1e-4 (0.05 mm/s), motion of 0.5, a pause between.
+        let speeds = [1e-4, -1e-4, 0.5, 0.5, 1e-4, 0.5, 1e-4, 0.0];
+        let mut d = Demonstration {
+            states: speeds.iter().flat_map(|_| [0.4, 0.0, 0.05]).collect(),
+            actions: speeds.iter().flat_map(|&a| [a, 0.0, 0.0]).collect(),
+            episode_return: None,
+        };
+        assert!(d.trim_rest(&task, 0.005));
+        let kept: Vec<f64> = d.actions.chunks(3).map(|a| a[0]).collect();
+        assert_eq!(kept, [0.5, 0.5, 1e-4, 0.5]);
+        assert_eq!(d.states.len(), 12);
+        let mut still = Demonstration {
+            states: vec![0.4, 0.0, 0.05],
+            actions: vec![1e-4, 0.0, 0.0],
+            episode_return: None,
+        };
+        assert!(!still.trim_rest(&task, 0.005));
+        assert_eq!(still.len(3), 0);
+    }
 
     fn task() -> Task {
         Task::load("point_ellipse_2d").unwrap()

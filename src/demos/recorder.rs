@@ -139,6 +139,11 @@ impl Recorder {
             d.actions.truncate(d.actions.len() - m);
             d.states.truncate(d.states.len() - n);
         }
+        // A real arm's rest is slow, not still: with automatic segmentation, rest is what is no
+        // motion by its threshold (at the end: the idle time before the stop).
+        if let Some(a) = &self.auto {
+            d.trim_rest(&self.task, a.motion_threshold);
+        }
         let n = d.len(self.task.state_dim());
         if n == 0 {
             return Err("the recording has no steps (no motion was received)".into());
@@ -271,12 +276,13 @@ impl PoseResampler {
         let mut out = Vec::new();
         // A sample due within a thousandth of dt of this pose is reached: times are written rounded,
         // and a stamp in seconds since 1970 holds only about 0.2 us as an f64. Otherwise a sample
-        // due at a pose's time could miss it and be taken a hair after it, a step of almost nothing
-        // (at worst the pose's position is taken up to dt/1000 early).
+        // due at a pose's time could miss it and be taken a hair after it, a step of almost nothing.
+        // Such a sample is extrapolated along the last segment (at most one segment's length, for
+        // poses very close in time).
         while origin + (k + 1) as f64 * self.dt <= t + 1e-3 * self.dt {
             k += 1;
             let tk = origin + k as f64 * self.dt;
-            let w = ((tk - t0) / (t - t0)).clamp(0.0, 1.0);
+            let w = ((tk - t0) / (t - t0)).clamp(0.0, 2.0);
             let pk: Vec<f64> = p0
                 .iter()
                 .zip(position)

@@ -147,20 +147,28 @@ pub fn resample(task: &Task, log: &[TimedDemo], path: &Path) -> Result<DemoSet> 
 }
 
 /// The demonstrations in pieces of a stream (see [`split_stream`]), resampled at the task's period:
-/// each piece that moves is one demonstration, or with `auto`, as the `demo_recorder` node's
-/// automatic segmentation cuts them, one from each first motion to the goal or until idle. A piece
+/// each piece that moves faster than `segment.motion_threshold` is one demonstration, rest at
+/// either end dropped; or with `auto`, as the `demo_recorder` node's automatic segmentation cuts
+/// them, one from each first motion to the goal or until idle for `segment.idle_timeout`. A piece
 /// that never moves is no demonstration.
 pub fn resample_stream(
     task: &Task,
     pieces: &[TimedDemo],
-    auto: Option<AutoSegment>,
+    segment: AutoSegment,
+    auto: bool,
 ) -> Result<DemoSet> {
-    let by_piece = auto.is_none();
-    let mut rec = Recorder::new(task.clone(), auto);
+    let threshold = segment.motion_threshold;
+    let mut rec = Recorder::new(task.clone(), auto.then_some(segment));
     for d in pieces {
         feed(&mut rec, task, d)?;
-        if by_piece || rec.is_recording() {
+        if !auto {
+            let before = rec.demos.len();
             // Nothing moved: no demonstration, as nothing would have been recorded.
+            let _ = rec.stop();
+            if rec.demos.len() > before && !rec.demos.demos[before].trim_rest(task, threshold) {
+                rec.demos.demos.pop();
+            }
+        } else if rec.is_recording() {
             let _ = rec.stop();
         }
     }
@@ -323,17 +331,17 @@ mod tests {
         );
         assert_eq!(pieces[2].id, "bag:2");
         // Each piece that moves is a demonstration, its rest in the middle kept.
-        let set = resample_stream(&task, &pieces, None).unwrap();
+        let still_or_slow = AutoSegment {
+            motion_threshold: 0.01,
+            idle_timeout: 0.2,
+        };
+        let set = resample_stream(&task, &pieces, still_or_slow.clone(), false).unwrap();
         let steps: Vec<usize> = (0..set.len()).map(|d| set.demos[d].len(3)).collect();
         assert_eq!(steps.len(), 3, "{steps:?}");
         assert!((70..=73).contains(&steps[0]), "{steps:?}");
         // With automatic segmentation the rest of 0.4 s (idle after 0.2 s) ends the first
         // demonstration; the motion after it is a second one.
-        let auto = AutoSegment {
-            motion_threshold: 0.01,
-            idle_timeout: 0.2,
-        };
-        let set = resample_stream(&task, &pieces, Some(auto)).unwrap();
+        let set = resample_stream(&task, &pieces, still_or_slow.clone(), true).unwrap();
         assert_eq!(set.len(), 4);
         for d in 0..4 {
             let n = set.demos[d].len(3);
@@ -347,6 +355,10 @@ mod tests {
             "bag",
             &[(0.0, vec![0.4, 0.0, 0.05]), (0.1, vec![0.4, 0.0, 0.05])],
         );
-        assert!(resample_stream(&task, &still, None).unwrap().is_empty());
+        assert!(
+            resample_stream(&task, &still, still_or_slow, false)
+                .unwrap()
+                .is_empty()
+        );
     }
 }

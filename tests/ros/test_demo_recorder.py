@@ -387,6 +387,44 @@ def test_a_planar_robots_pose_is_recorded_for_a_2d_task(start_node, tmp_path):
     node.destroy_node()
 
 
+def reference_runs():
+    """The cylinder's reference rows, and per demonstration its states with the one its last action
+    reached (at the goal)."""
+    rows = read_rows(ROOT / "data/demos/reach_obstacle_3d_ds.csv")
+    demos = {}
+    for r in rows:
+        demos.setdefault(r["demo"], []).append(r)
+    runs = []
+    for demo in demos.values():
+        states = [[float(r[c]) for c in ("x", "y", "z")] for r in demo]
+        last = demo[-1]
+        states.append([float(last[c]) + float(last["a" + c]) * SCALE / 60.0 for c in ("x", "y", "z")])
+        runs.append(states)
+    return rows, runs
+
+
+def assert_imported_as(said, out, rows, runs):
+    """`pucl demos import` said it wrote the reference demonstrations, and `out` holds them row for
+    row: positions within 1e-6 m, actions within 1e-4."""
+    assert f"goal reached {len(runs)}/{len(runs)}" in said, said
+    got = read_rows(out)
+    assert len(got) == len(rows), (len(got), len(rows))
+    for a, b in zip(got, rows):
+        assert (a["demo"], a["step"]) == (b["demo"], b["step"])
+        assert all(abs(float(a[c]) - float(b[c])) < 1e-6 for c in ("x", "y", "z")), (a, b)
+        assert all(abs(float(a[c]) - float(b[c])) < 1e-4 for c in ("ax", "ay", "az")), (a, b)
+
+
+def stamped_runs(runs):
+    """(stamp in s, log time in ns, state): each run at the task's 60 Hz after 0.2 s at its start,
+    put back at the next start between runs."""
+    t = 1765000000.0
+    for states in runs:
+        for s in [states[0]] * 12 + states:
+            yield t, round(t * 1e9), s
+            t += 1.0 / 60.0
+
+
 def test_a_bag_of_poses_serialized_by_rclpy_imports_as_the_demonstrations_it_holds(tmp_path):
     # The cylinder's reference demonstrations in a bag as rosbag2 writes one: PoseStamped serialized
     # by rclpy (rcl's own CDR, frame ids of different lengths), zstd-compressed chunks, one topic
@@ -395,10 +433,7 @@ def test_a_bag_of_poses_serialized_by_rclpy_imports_as_the_demonstrations_it_hol
     from rclpy.serialization import serialize_message
     from std_msgs.msg import String
 
-    rows = read_rows(ROOT / "data/demos/reach_obstacle_3d_ds.csv")
-    demos = {}
-    for r in rows:
-        demos.setdefault(r["demo"], []).append(r)
+    rows, runs = reference_runs()
     bag = tmp_path / "session.mcap"
     with open(bag, "wb") as f:
         w = Writer(f)
@@ -407,28 +442,88 @@ def test_a_bag_of_poses_serialized_by_rclpy_imports_as_the_demonstrations_it_hol
         note = w.register_schema("std_msgs/msg/String", "ros2msg", b"string data")
         pose = w.register_channel("/tool_pose", "cdr", pose)
         note = w.register_channel("/notes", "cdr", note)
-        t, k = 1765000000.0, 0
-        for d, demo in demos.items():
-            states = [[float(r[c]) for c in ("x", "y", "z")] for r in demo]
-            last = demo[-1]
-            states.append([float(last[c]) + float(last["a" + c]) * SCALE / 60.0 for c in ("x", "y", "z")])
-            for s in [states[0]] * 12 + states:
-                m = PoseStamped()
-                m.header.frame_id = "base_link" if k % 2 else "b"
-                m.header.stamp.sec, m.header.stamp.nanosec = int(t), round((t - int(t)) * 1e9)
-                m.pose.position.x, m.pose.position.y, m.pose.position.z = s
-                m.pose.orientation.w = 1.0
-                ns = round(t * 1e9)
-                w.add_message(pose, log_time=ns, publish_time=ns, data=serialize_message(m), sequence=k)
-                w.add_message(note, log_time=ns, publish_time=ns, data=serialize_message(String(data=f"demo {d}")), sequence=k)
-                t, k = t + 1.0 / 60.0, k + 1
+        for k, (t, ns, s) in enumerate(stamped_runs(runs)):
+            m = PoseStamped()
+            m.header.frame_id = "base_link" if k % 2 else "b"
+            m.header.stamp.sec, m.header.stamp.nanosec = int(t), round((t - int(t)) * 1e9)
+            m.pose.position.x, m.pose.position.y, m.pose.position.z = s
+            m.pose.orientation.w = 1.0
+            w.add_message(pose, log_time=ns, publish_time=ns, data=serialize_message(m), sequence=k)
+            w.add_message(note, log_time=ns, publish_time=ns, data=serialize_message(String(data=f"step {k}")), sequence=k)
         w.finish()
     out = tmp_path / "demos.csv"
     said = pucl("demos", "import", bag, "--task", "reach_obstacle_3d", "--out", out)
-    assert f"goal reached {len(demos)}/{len(demos)}" in said, said
-    got = read_rows(out)
-    assert len(got) == len(rows), (len(got), len(rows))
-    for a, b in zip(got, rows):
-        assert (a["demo"], a["step"]) == (b["demo"], b["step"])
-        assert all(abs(float(a[c]) - float(b[c])) < 1e-6 for c in ("x", "y", "z")), (a, b)
-        assert all(abs(float(a[c]) - float(b[c])) < 1e-4 for c in ("ax", "ay", "az")), (a, b)
+    assert_imported_as(said, out, rows, runs)
+
+
+SEP = "=" * 80
+TF_MESSAGE = f"""geometry_msgs/TransformStamped[] transforms
+{SEP}
+MSG: geometry_msgs/TransformStamped
+std_msgs/Header header
+string child_frame_id
+Transform transform
+{SEP}
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+{SEP}
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+{SEP}
+MSG: geometry_msgs/Transform
+Vector3 translation
+Quaternion rotation
+{SEP}
+MSG: geometry_msgs/Vector3
+float64 x
+float64 y
+float64 z
+{SEP}
+MSG: geometry_msgs/Quaternion
+float64 x 0
+float64 y 0
+float64 z 0
+float64 w 1
+"""
+
+
+def test_a_bag_of_transforms_imports_the_tools_position_composed_along_its_frames(tmp_path):
+    # An arm that publishes no tool pose, only its frames, as robot_state_publisher does: world ->
+    # base_link static (turned 90 degrees about z, offset), base_link -> shoulder turning about z,
+    # shoulder -> tool0 moving, both in one TFMessage per step with a camera frame beside, written by
+    # the independent mcap-ros2-support serializer from the message definition. The tool's position in
+    # world is the cylinder's reference demonstrations.
+    from mcap_ros2.writer import Writer
+
+    rows, runs = reference_runs()
+    offset = (0.1, -0.2, 0.05)
+
+    def tf(t, parent, child, xyz, yaw):
+        return {"header": {"stamp": {"sec": int(t), "nanosec": round((t - int(t)) * 1e9)}, "frame_id": parent},
+                "child_frame_id": child,
+                "transform": {"translation": dict(zip("xyz", xyz)),
+                              "rotation": {"x": 0.0, "y": 0.0, "z": math.sin(yaw / 2), "w": math.cos(yaw / 2)}}}
+
+    bag = tmp_path / "arm.mcap"
+    with open(bag, "wb") as f:
+        w = Writer(f)
+        schema = w.register_msgdef("tf2_msgs/msg/TFMessage", TF_MESSAGE)
+        w.write_message("/tf_static", schema, {"transforms": [tf(1.0, "world", "base_link", offset, math.pi / 2)]},
+                        log_time=1, publish_time=1)
+        for k, (t, ns, p) in enumerate(stamped_runs(runs)):
+            # The tool in base_link, then in the shoulder's frame turned by theta.
+            x, y, z = p[1] - offset[1], -(p[0] - offset[0]), p[2] - offset[2]
+            theta = 0.2 * math.sin(0.05 * k)
+            c, s = math.cos(theta), math.sin(theta)
+            tool = (c * x + s * y, -s * x + c * y, z)
+            w.write_message("/tf", schema, {"transforms": [
+                tf(t, "base_link", "shoulder", (0.0, 0.0, 0.0), theta),
+                tf(t, "base_link", "camera", (0.3, 0.0, 0.5), 0.0),
+                tf(t, "shoulder", "tool0", tool, 0.0),
+            ]}, log_time=ns, publish_time=ns, sequence=k)
+        w.finish()
+    out = tmp_path / "demos.csv"
+    said = pucl("demos", "import", bag, "--task", "reach_obstacle_3d", "--frames", "world:tool0", "--out", out)
+    assert_imported_as(said, out, rows, runs)

@@ -1,0 +1,402 @@
+//! The end effector's position from a bag's transforms (`/tf` and `/tf_static`, tf2_msgs/TFMessage),
+//! as most arms publish it: robot_state_publisher sends each link's transform to its parent, and no
+//! topic carries the tool's pose. The tip's position in the base frame is composed along the chain of
+//! frames between them at every stamp of a moving link of that chain, each link interpolated there
+//! as tf2 does (translation linearly, rotation by slerp).
+use crate::demos::bag::BagPositions;
+use crate::error::{Error, Result};
+use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// The topics transforms arrive on.
+pub const TF_TOPICS: [&str; 2] = ["/tf", "/tf_static"];
+const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
+
+#[derive(serde::Deserialize)]
+struct TransformStamped {
+    sec: i32,
+    nanosec: u32,
+    frame_id: String,
+    child_frame_id: String,
+    translation: [f64; 3],
+    /// x, y, z, w.
+    rotation: [f64; 4],
+}
+
+/// One link of the frame tree: its parent and its transforms over time (one, at time 0, if static).
+#[derive(Debug, Clone, Default)]
+struct Link {
+    parent: String,
+    is_static: bool,
+    samples: Vec<(f64, Isometry3<f64>)>,
+}
+
+/// The transforms of one or more bag files (of one recording).
+#[derive(Debug, Clone, Default)]
+pub struct TfTree {
+    links: BTreeMap<String, Link>,
+    /// Transforms left out for a non-finite value or a rotation of zero length: (index of their
+    /// message on its topic, the time it was logged in ns).
+    pub invalid: Vec<(usize, u64)>,
+}
+
+impl TfTree {
+    pub fn new() -> Self {
+        TfTree::default()
+    }
+
+    /// Add the transforms of an MCAP bag's `/tf` and `/tf_static`; `path` names it in errors.
+    pub fn add_bag(&mut self, bytes: &[u8], path: &Path) -> Result<()> {
+        let stream = |e: mcap::McapError| {
+            Error::file(path, None, None, format!("not a readable MCAP bag: {e}"))
+        };
+        let mut index: BTreeMap<String, usize> = BTreeMap::new();
+        for m in mcap::MessageStream::new(bytes).map_err(stream)? {
+            let m = m.map_err(stream)?;
+            let topic = m.channel.topic.as_str();
+            if !TF_TOPICS.contains(&topic) {
+                continue;
+            }
+            let ty = m.channel.schema.as_ref().map_or("", |s| s.name.as_str());
+            let i = index.entry(topic.to_string()).or_insert(0);
+            let field = format!("{topic} message {i}");
+            let at_message = (*i, m.log_time);
+            *i += 1;
+            if ty != TF_TYPE || m.channel.message_encoding != "cdr" {
+                return Err(Error::file(
+                    path,
+                    None,
+                    Some(&field),
+                    format!(
+                        "'{ty}' in '{}', not {TF_TYPE} in cdr",
+                        m.channel.message_encoding
+                    ),
+                ));
+            }
+            let transforms: Vec<TransformStamped> = cdr::deserialize(&m.data).map_err(|e| {
+                Error::file(
+                    path,
+                    None,
+                    Some(&field),
+                    format!("not a {TF_TYPE} in CDR: {e}"),
+                )
+            })?;
+            let is_static = topic == "/tf_static";
+            for tf in transforms {
+                self.add(tf, is_static, at_message)
+                    .map_err(|msg| Error::file(path, None, Some(&field), msg))?;
+            }
+        }
+        for link in self.links.values_mut() {
+            link.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        Ok(())
+    }
+
+    fn add(
+        &mut self,
+        tf: TransformStamped,
+        is_static: bool,
+        at_message: (usize, u64),
+    ) -> std::result::Result<(), String> {
+        let [x, y, z] = tf.translation;
+        let [qx, qy, qz, qw] = tf.rotation;
+        let q = Quaternion::new(qw, qx, qy, qz);
+        if ![x, y, z, qx, qy, qz, qw].iter().all(|v| v.is_finite()) || q.norm() < 1e-9 {
+            self.invalid.push(at_message);
+            return Ok(());
+        }
+        let iso = Isometry3::from_parts(
+            Translation3::new(x, y, z),
+            UnitQuaternion::from_quaternion(q),
+        );
+        let (parent, child) = (strip(&tf.frame_id), strip(&tf.child_frame_id));
+        let link = self.links.entry(child.clone()).or_insert_with(|| Link {
+            parent: parent.clone(),
+            is_static,
+            samples: Vec::new(),
+        });
+        if link.parent != parent {
+            return Err(format!(
+                "frame '{child}' has two parents, '{}' and '{parent}'",
+                link.parent
+            ));
+        }
+        if is_static {
+            // The latest static transform holds, as tf2 keeps it.
+            link.is_static = true;
+            link.samples = vec![(0.0, iso)];
+        } else if !link.is_static {
+            let t = tf.sec as f64 + tf.nanosec as f64 * 1e-9;
+            link.samples.push((t, iso));
+        }
+        Ok(())
+    }
+
+    /// The frames from `tip` up to `base`, each with its parent: an error naming the frames where
+    /// there is no such chain.
+    fn chain(&self, base: &str, tip: &str) -> std::result::Result<Vec<&Link>, String> {
+        let known = || {
+            let mut frames: Vec<&str> = self.links.keys().map(String::as_str).collect();
+            frames.extend(self.links.values().map(|l| l.parent.as_str()));
+            frames.sort();
+            frames.dedup();
+            frames.join(", ")
+        };
+        if self.links.is_empty() {
+            return Err("no transforms on /tf or /tf_static".into());
+        }
+        let mut chain = Vec::new();
+        let mut frame = tip.to_string();
+        let mut path = vec![frame.clone()];
+        while frame != base {
+            let Some(link) = self.links.get(&frame) else {
+                return Err(if chain.is_empty() {
+                    format!("no transform to frame '{tip}'; the frames: {}", known())
+                } else {
+                    format!(
+                        "frame '{base}' is not above '{tip}': its chain goes {}",
+                        path.join(" -> ")
+                    )
+                });
+            };
+            if chain.len() > self.links.len() {
+                return Err(format!("the frames form a loop: {}", path.join(" -> ")));
+            }
+            chain.push(link);
+            frame = link.parent.clone();
+            path.push(frame.clone());
+        }
+        Ok(chain)
+    }
+
+    /// The position of frame `tip` in frame `base` at every stamp of a moving link between them
+    /// (where every link of the chain has transforms on both sides of the stamp, or is static).
+    pub fn positions(&self, base: &str, tip: &str) -> std::result::Result<BagPositions, String> {
+        let (base, tip) = (strip(base), strip(tip));
+        let chain = self.chain(&base, &tip)?;
+        let mut times: Vec<f64> = chain
+            .iter()
+            .filter(|l| !l.is_static)
+            .flat_map(|l| l.samples.iter().map(|s| s.0))
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times.dedup();
+        if times.is_empty() && !chain.is_empty() {
+            return Err(format!(
+                "every link between '{base}' and '{tip}' is static: the tip never moves"
+            ));
+        }
+        let mut samples = Vec::with_capacity(times.len());
+        'time: for t in times {
+            let mut pose = Isometry3::identity();
+            // base <- ... <- tip: the tip's link is first in the chain.
+            for link in chain.iter().rev() {
+                match at(link, t) {
+                    Some(iso) => pose *= iso,
+                    None => continue 'time,
+                }
+            }
+            let p = pose.translation.vector;
+            samples.push((t, [p.x, p.y, p.z]));
+        }
+        Ok(BagPositions {
+            topic: format!("/tf {base} -> {tip}"),
+            type_name: TF_TYPE.into(),
+            samples,
+            non_finite: self.invalid.clone(),
+        })
+    }
+}
+
+/// tf2's frame names carry no leading slash.
+fn strip(frame: &str) -> String {
+    frame.trim_start_matches('/').to_string()
+}
+
+/// A link's transform at time t: static, or interpolated between the samples around t; None
+/// outside them.
+fn at(link: &Link, t: f64) -> Option<Isometry3<f64>> {
+    if link.is_static {
+        return link.samples.first().map(|s| s.1);
+    }
+    let s = &link.samples;
+    let i = s.partition_point(|x| x.0 < t);
+    if i < s.len() && s[i].0 == t {
+        return Some(s[i].1);
+    }
+    if i == 0 || i == s.len() {
+        return None;
+    }
+    let ((t0, a), (t1, b)) = (s[i - 1], s[i]);
+    let w = (t - t0) / (t1 - t0);
+    Some(a.lerp_slerp(&b, w))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demos::bag::{Bag, Channel};
+
+    /// A TFMessage in CDR (little endian) as rclcpp writes it: (stamp, parent, child, translation,
+    /// rotation x y z w) per transform.
+    type Tf<'a> = (f64, &'a str, &'a str, [f64; 3], [f64; 4]);
+    fn tf_cdr(transforms: &[Tf]) -> Vec<u8> {
+        let mut b = vec![0, 1, 0, 0];
+        let align = |b: &mut Vec<u8>, n: usize| {
+            while !(b.len() - 4).is_multiple_of(n) {
+                b.push(0);
+            }
+        };
+        let string = |b: &mut Vec<u8>, s: &str| {
+            align(b, 4);
+            b.extend_from_slice(&(s.len() as u32 + 1).to_le_bytes());
+            b.extend_from_slice(s.as_bytes());
+            b.push(0);
+        };
+        b.extend_from_slice(&(transforms.len() as u32).to_le_bytes());
+        for (t, parent, child, xyz, q) in transforms {
+            align(&mut b, 4);
+            b.extend_from_slice(&(t.floor() as i32).to_le_bytes());
+            b.extend_from_slice(&(((t - t.floor()) * 1e9).round() as u32).to_le_bytes());
+            string(&mut b, parent);
+            string(&mut b, child);
+            align(&mut b, 8);
+            for v in xyz.iter().chain(q) {
+                b.extend_from_slice(&v.to_le_bytes());
+            }
+        }
+        b
+    }
+
+    fn about_z(angle: f64) -> [f64; 4] {
+        [0.0, 0.0, (angle / 2.0).sin(), (angle / 2.0).cos()]
+    }
+
+    fn bag(messages: &[(&str, u64, Vec<u8>)]) -> Vec<u8> {
+        let mut bag = Bag::new();
+        let tf = bag.add_channel(Channel {
+            topic: "/tf".into(),
+            type_name: TF_TYPE.into(),
+            schema: String::new(),
+        });
+        let tf_static = bag.add_channel(Channel {
+            topic: "/tf_static".into(),
+            type_name: TF_TYPE.into(),
+            schema: String::new(),
+        });
+        for (topic, log, data) in messages {
+            let c = if *topic == "/tf" { tf } else { tf_static };
+            bag.push(c, *log, *log, data.clone());
+        }
+        bag.to_mcap().unwrap()
+    }
+
+    #[test]
+    fn the_tips_position_is_composed_along_the_chain_with_links_interpolated_at_each_others_stamps()
+    {
+        // An arm: the shoulder 0.3 m above base_link turns about z at 1 rad/s (stamps every 10 ms);
+        // the elbow, 0.4 m out along the shoulder's x, turns about z at -0.5 rad/s (stamps 5 ms
+        // later); the tool is 0.1 m out along the elbow's x (static). A camera beside is no part.
+        let mut messages = vec![(
+            "/tf_static",
+            0,
+            tf_cdr(&[
+                (5.0, "elbow", "tool0", [0.1, 0.0, 0.0], [0.0, 0.0, 0.0, 1.0]),
+                (
+                    5.0,
+                    "/base_link",
+                    "camera",
+                    [1.0, 1.0, 1.0],
+                    [0.0, 0.0, 0.0, 1.0],
+                ),
+            ]),
+        )];
+        for k in 0..=100 {
+            let t = 10.0 + 0.01 * k as f64;
+            messages.push((
+                "/tf",
+                k * 10 + 1,
+                tf_cdr(&[(
+                    t,
+                    "base_link",
+                    "shoulder",
+                    [0.0, 0.0, 0.3],
+                    about_z(t - 10.0),
+                )]),
+            ));
+            messages.push((
+                "/tf",
+                k * 10 + 6,
+                tf_cdr(&[(
+                    t + 0.005,
+                    "shoulder",
+                    "elbow",
+                    [0.4, 0.0, 0.0],
+                    about_z(-0.5 * (t + 0.005 - 10.0)),
+                )]),
+            ));
+        }
+        let mut tree = TfTree::new();
+        tree.add_bag(&bag(&messages), Path::new("arm.mcap"))
+            .unwrap();
+        let got = tree.positions("base_link", "tool0").unwrap();
+        // Stamps of both moving links where both have transforms around them: 10.005 .. 11.0.
+        assert_eq!(got.samples.len(), 200, "{:?}", &got.samples[..3]);
+        for (t, p) in &got.samples {
+            let (a, b) = (t - 10.0, -0.5 * (t - 10.0));
+            let want = [
+                0.4 * a.cos() + 0.1 * (a + b).cos(),
+                0.4 * a.sin() + 0.1 * (a + b).sin(),
+                0.3,
+            ];
+            for c in 0..3 {
+                assert!((p[c] - want[c]).abs() < 1e-9, "t {t}: {p:?} vs {want:?}");
+            }
+        }
+        // What is missing is named.
+        let e = tree.positions("base_link", "gripper").unwrap_err();
+        assert!(e.contains("'gripper'") && e.contains("tool0"), "{e}");
+        let e = tree.positions("world", "tool0").unwrap_err();
+        assert!(e.contains("tool0 -> elbow -> shoulder -> base_link"), "{e}");
+        let e = tree.positions("base_link", "camera").unwrap_err();
+        assert!(e.contains("static"), "{e}");
+        // A frame with two parents.
+        let mut tree = TfTree::new();
+        let two = bag(&[
+            (
+                "/tf",
+                1,
+                tf_cdr(&[(1.0, "a", "c", [0.0; 3], [0.0, 0.0, 0.0, 1.0])]),
+            ),
+            (
+                "/tf",
+                2,
+                tf_cdr(&[(2.0, "b", "c", [0.0; 3], [0.0, 0.0, 0.0, 1.0])]),
+            ),
+        ]);
+        let e = tree
+            .add_bag(&two, Path::new("x.mcap"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("x.mcap") && e.contains("/tf message 1") && e.contains("two parents"),
+            "{e}"
+        );
+        // A transform cut short.
+        let mut short = tf_cdr(&[(1.0, "a", "c", [0.0; 3], [0.0, 0.0, 0.0, 1.0])]);
+        short.truncate(40);
+        let e = TfTree::new()
+            .add_bag(&bag(&[("/tf", 1, short)]), Path::new("x.mcap"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("/tf message 0") && e.contains("not a"), "{e}");
+        assert!(
+            TfTree::new()
+                .positions("a", "b")
+                .unwrap_err()
+                .contains("no transforms")
+        );
+    }
+}
