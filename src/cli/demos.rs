@@ -77,6 +77,10 @@ pub struct ResampleArgs {
     /// Output file: CSV (the reference format) or .json. Written atomically.
     #[arg(long)]
     out: PathBuf,
+    /// Speed (position units per second) that counts as motion: slower rows at either end of a
+    /// demonstration are rest and dropped (a real arm's pose jitters at rest).
+    #[arg(long, default_value_t = AutoSegment::default().motion_threshold)]
+    motion_threshold: f64,
 }
 
 #[derive(Args)]
@@ -233,11 +237,16 @@ fn trained_expert(
 
 fn resample(a: ResampleArgs) -> Result<()> {
     let task = Task::load(&a.task)?;
+    anyhow::ensure!(
+        a.motion_threshold.is_finite() && a.motion_threshold >= 0.0,
+        "--motion-threshold {}: must be a finite number >= 0",
+        a.motion_threshold
+    );
     let text = std::fs::read_to_string(&a.input)
         .with_context(|| format!("reading {}", a.input.display()))?;
     let log = pucl::demos::timed::parse(&text, &a.input, &task)?;
     let positions: usize = log.iter().map(|d| d.samples.len()).sum();
-    let set = pucl::demos::timed::resample(&task, &log, &a.input)?;
+    let set = pucl::demos::timed::resample(&task, &log, &a.input, a.motion_threshold)?;
     set.save(&a.out, task.name())?;
     let r = set.report(&task);
     println!(

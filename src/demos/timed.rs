@@ -128,20 +128,34 @@ pub fn parse(text: &str, path: &Path, task: &Task) -> Result<Vec<TimedDemo>> {
 }
 
 /// The demonstrations of a log, resampled at the task's period. Rest before the first motion and
-/// after the last is dropped, as the recorder drops it; a demonstration that never moves is an
-/// error naming it.
-pub fn resample(task: &Task, log: &[TimedDemo], path: &Path) -> Result<DemoSet> {
+/// after the last (rows no faster than `motion_threshold`, position units per second: a real arm's
+/// pose jitters at rest) is dropped; a demonstration that never moves is an error naming it.
+pub fn resample(
+    task: &Task,
+    log: &[TimedDemo],
+    path: &Path,
+    motion_threshold: f64,
+) -> Result<DemoSet> {
     let mut rec = Recorder::new(task.clone(), None);
     for d in log {
         feed(&mut rec, task, d)?;
-        rec.stop().map_err(|e| {
-            Error::file(
+        let moved = rec.stop().is_ok()
+            && rec
+                .demos
+                .demos
+                .last_mut()
+                .is_some_and(|last| last.trim_rest(task, motion_threshold));
+        if !moved {
+            return Err(Error::file(
                 path,
                 Some(d.line),
                 Some("demo"),
-                format!("demonstration '{}': {e}", d.id),
-            )
-        })?;
+                format!(
+                    "demonstration '{}' never moves faster than {motion_threshold} per second",
+                    d.id
+                ),
+            ));
+        }
     }
     Ok(rec.demos)
 }
@@ -248,7 +262,7 @@ mod tests {
         let log = parse(&text, path, &task).unwrap();
         assert_eq!(log.len(), 2);
         assert_eq!((log[0].id.as_str(), log[0].line), ("b", 2));
-        let set = resample(&task, &log, path).unwrap();
+        let set = resample(&task, &log, path, 0.005).unwrap();
         assert_eq!(set.len(), 2);
         // 0.5 s of motion at 60 Hz: 30 rows, each half the action limit along x.
         for d in 0..2 {
@@ -279,10 +293,10 @@ mod tests {
         // A demonstration that never moves.
         let still = parse("t,x,y,z\n0,0.4,0,0.05\n0.1,0.4,0,0.05\n", path, &task).unwrap();
         assert!(
-            resample(&task, &still, path)
+            resample(&task, &still, path, 0.005)
                 .unwrap_err()
                 .to_string()
-                .contains("no steps")
+                .contains("never moves")
         );
     }
 
