@@ -55,7 +55,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         &node,
         "motion_threshold",
         AutoSegment::default().motion_threshold,
-        "speed (m/s) that counts as motion",
+        "speed (m/s) that counts as motion; slower rows at either end of a demonstration are rest, dropped",
     );
     let idle = param_f64(
         &node,
@@ -108,7 +108,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let axes = task
         .pose_axes()
         .map_err(|e| format!("parameter task: {e}"))?;
-    let recorder = Rc::new(RefCell::new(Recorder::new(task, auto)));
+    let mut recorder = Recorder::new(task, auto);
+    recorder.set_rest_speed(motion);
+    let recorder = Rc::new(RefCell::new(recorder));
     let count_pub = node.create_publisher::<r2r::std_msgs::msg::UInt32>(
         "~/count",
         QosProfile::default().transient_local().keep_last(1),

@@ -59,6 +59,9 @@ pub struct Recorder {
     /// The last pose (state) seen, waiting for the action that leaves it.
     previous: Option<Vec<f64>>,
     auto: Option<AutoSegment>,
+    /// Rows at either end of a demonstration no faster than this (position units per second) are
+    /// rest, dropped at the stop: a real arm's pose jitters at rest.
+    rest_speed: f64,
     last_motion: f64,
     /// Of the demonstration being recorded, or of the last one once it ended.
     jumps: Jumps,
@@ -72,6 +75,10 @@ impl Recorder {
             demos,
             recording: None,
             previous: None,
+            rest_speed: auto
+                .as_ref()
+                .unwrap_or(&AutoSegment::default())
+                .motion_threshold,
             auto,
             last_motion: 0.0,
             jumps: Jumps::default(),
@@ -80,6 +87,12 @@ impl Recorder {
 
     pub fn task(&self) -> &Task {
         &self.task
+    }
+
+    /// The speed at or below which rows at either end of a demonstration are rest (by default the
+    /// automatic segmentation's motion threshold).
+    pub fn set_rest_speed(&mut self, speed: f64) {
+        self.rest_speed = speed;
     }
 
     pub fn is_recording(&self) -> bool {
@@ -139,15 +152,19 @@ impl Recorder {
             d.actions.truncate(d.actions.len() - m);
             d.states.truncate(d.states.len() - n);
         }
-        // A real arm's rest is slow, not still: with automatic segmentation, rest is what is no
-        // motion by its threshold (at the end: the idle time before the stop).
-        if let Some(a) = &self.auto {
-            d.trim_rest(&self.task, a.motion_threshold);
-        }
         let n = d.len(self.task.state_dim());
         if n == 0 {
             return Err("the recording has no steps (no motion was received)".into());
         }
+        // A real arm's rest is slow, not still: rest is what is no faster than the rest speed
+        // (the time before the motion, the idle time before the stop).
+        if !d.trim_rest(&self.task, self.rest_speed) {
+            return Err(format!(
+                "the recording never moved faster than {} per second (rest only)",
+                self.rest_speed
+            ));
+        }
+        let n = d.len(self.task.state_dim());
         // Of the rows kept: rest dropped above is no part of the demonstration, nor its jumps.
         let jumps = d.jumps(&self.task);
         let (at_step, largest) = jumps

@@ -137,25 +137,17 @@ pub fn resample(
     motion_threshold: f64,
 ) -> Result<DemoSet> {
     let mut rec = Recorder::new(task.clone(), None);
+    rec.set_rest_speed(motion_threshold);
     for d in log {
         feed(&mut rec, task, d)?;
-        let moved = rec.stop().is_ok()
-            && rec
-                .demos
-                .demos
-                .last_mut()
-                .is_some_and(|last| last.trim_rest(task, motion_threshold));
-        if !moved {
-            return Err(Error::file(
+        rec.stop().map_err(|e| {
+            Error::file(
                 path,
                 Some(d.line),
                 Some("demo"),
-                format!(
-                    "demonstration '{}' never moves faster than {motion_threshold} per second",
-                    d.id
-                ),
-            ));
-        }
+                format!("demonstration '{}': {e}", d.id),
+            )
+        })?;
     }
     Ok(rec.demos)
 }
@@ -173,16 +165,11 @@ pub fn resample_stream(
 ) -> Result<DemoSet> {
     let threshold = segment.motion_threshold;
     let mut rec = Recorder::new(task.clone(), auto.then_some(segment));
+    rec.set_rest_speed(threshold);
     for d in pieces {
         feed(&mut rec, task, d)?;
-        if !auto {
-            let before = rec.demos.len();
+        if !auto || rec.is_recording() {
             // Nothing moved: no demonstration, as nothing would have been recorded.
-            let _ = rec.stop();
-            if rec.demos.len() > before && !rec.demos.demos[before].trim_rest(task, threshold) {
-                rec.demos.demos.pop();
-            }
-        } else if rec.is_recording() {
             let _ = rec.stop();
         }
     }
@@ -290,14 +277,17 @@ mod tests {
             back.contains("log.csv:3") && back.contains("not after"),
             "{back}"
         );
-        // A demonstration that never moves.
+        // A demonstration that never moves, or only jitters (0.1 mm in 0.1 s: 1 mm/s).
         let still = parse("t,x,y,z\n0,0.4,0,0.05\n0.1,0.4,0,0.05\n", path, &task).unwrap();
-        assert!(
-            resample(&task, &still, path, 0.005)
-                .unwrap_err()
-                .to_string()
-                .contains("never moves")
-        );
+        let e = resample(&task, &still, path, 0.005)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("log.csv:2") && e.contains("no steps"), "{e}");
+        let jitter = parse("t,x,y,z\n0,0.4,0,0.05\n0.1,0.4001,0,0.05\n", path, &task).unwrap();
+        let e = resample(&task, &jitter, path, 0.005)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("never moved faster than 0.005"), "{e}");
     }
 
     #[test]
