@@ -168,8 +168,8 @@ pub fn resample_stream(
     rec.set_rest_speed(threshold);
     for d in pieces {
         feed(&mut rec, task, d)?;
+        // The piece ends the demonstration; a piece that never moved is none (stop's error).
         if !auto || rec.is_recording() {
-            // Nothing moved: no demonstration, as nothing would have been recorded.
             let _ = rec.stop();
         }
     }
