@@ -20,7 +20,7 @@ struct Cli {
 enum Command {
     /// List the built-in tasks.
     Tasks,
-    /// Generate and check demonstration sets (CSV or JSON).
+    /// Generate and check demonstration sets (CSV or JSON); make them from a robot's log or ROS 2 bags.
     #[command(subcommand)]
     Demos(cli::demos::DemosCommand),
     /// Learn the constraint from demonstrations (DSM-PUCL by default; CRL-PUCL with --policy crl; the

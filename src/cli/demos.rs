@@ -23,11 +23,12 @@ pub enum DemosCommand {
     /// Turn a log of timed positions (CSV: `t` in seconds, the task's position columns, optionally `demo`; other columns are ignored), at any rate, into demonstrations at the task's period: positions interpolated, the velocity between them the action; rest before the first and after the last motion dropped.
     Resample(ResampleArgs),
     /// Read demonstrations from ROS 2 bags (MCAP files or rosbag2 folders, as `ros2 bag record -s
-    /// mcap` or demo_recorder's `bag` write them): the end effector's positions on one PoseStamped or PointStamped topic,
-    /// timed by their header stamps, resampled at the task's period like `resample`. The stream is cut
-    /// where poses stop for more than 0.5 s or jump farther than the action limit allows; each piece
-    /// that moves is a demonstration, or with --auto-segment each run from first motion to the goal
-    /// or until idle, as demo_recorder's auto_segment cuts them.
+    /// mcap` or demo_recorder's `bag` write them): the end effector's positions on one PoseStamped
+    /// or PointStamped topic, or from /tf between two frames (--frames), timed by their header
+    /// stamps, resampled at the task's period like `resample`. The stream is cut where poses stop
+    /// for more than 0.5 s or jump farther than the action limit allows; each piece that moves is a
+    /// demonstration, or with --auto-segment each run from first motion to the goal or until idle,
+    /// as demo_recorder's auto_segment cuts them.
     Import(ImportArgs),
 }
 
