@@ -585,11 +585,11 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
     let bag = dir.path().join("session.mcap");
     write_bag(&bag, &stream);
     let out = dir.path().join("demos.csv");
-    let import = |extra: &[&str]| {
+    let import = |input: &Path, extra: &[&str]| {
         let mut args = vec![
             "demos",
             "import",
-            bag.to_str().unwrap(),
+            input.to_str().unwrap(),
             "--task",
             "reach_obstacle_3d",
             "--out",
@@ -602,7 +602,7 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
     };
     // As demo_recorder's auto_segment cuts them: from first motion to the goal, and the way up
     // (it ends idle) dropped by --reaching-goal-only.
-    let said = import(&["--auto-segment", "--reaching-goal-only"]);
+    let said = import(&bag, &["--auto-segment", "--reaching-goal-only"]);
     assert!(
         said.contains("of 13: those ending at the goal") && said.contains("goal reached 12/12"),
         "{said}"
@@ -610,7 +610,7 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
     assert_resampled_from(&out, &demos, 12);
     // Cut only where the pose jumps or stops coming: each piece that moves is one demonstration
     // (the last piece holds the last run and the way up).
-    let said = import(&["--topic", "tool_pose"]);
+    let said = import(&bag, &["--topic", "tool_pose"]);
     assert!(
         said.contains("12 demonstrations") && said.contains("goal reached 11/12"),
         "{said}"
@@ -629,18 +629,8 @@ fn a_bag_of_one_long_recording_imports_as_the_demonstrations_it_came_from() {
          relative_file_paths:\n    - part_0.mcap\n    - part_1.mcap\n",
     )
     .unwrap();
-    let o = pucl(&[
-        "demos",
-        "import",
-        folder.to_str().unwrap(),
-        "--task",
-        "reach_obstacle_3d",
-        "--auto-segment",
-        "--reaching-goal-only",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
-    assert!(stdout(&o).contains("goal reached 12/12"), "{}", stderr(&o));
+    let said = import(&folder, &["--auto-segment", "--reaching-goal-only"]);
+    assert!(said.contains("goal reached 12/12"), "{said}");
     assert_resampled_from(&out, &demos, 12);
     // What is wrong is named.
     fails_with(

@@ -6,7 +6,7 @@
 //! nothing recorded is lost, and if `bag` is set, the pose and twist messages received while recording
 //! as an MCAP bag (rosbag2's storage); publishes the count on `~/count` (latched).
 use futures::StreamExt;
-use pucl::demos::bag::{Bag, Channel, ament_prefixes, ros2msg_schema};
+use pucl::demos::bag::{Bag, Channel, absolute_topic, ament_prefixes, ros2msg_schema};
 use pucl::demos::pairing::StampPairs;
 use pucl::demos::recorder::{AutoSegment, POSE_GAP, PoseResampler, Recorder};
 use pucl::ros::{self, param_bool, param_f64, param_string};
@@ -78,11 +78,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let prefixes = ament_prefixes();
         let mut channel = |topic: &str, type_name: &str| -> Result<usize, String> {
             let schema = ros2msg_schema(type_name, &prefixes).map_err(|e| e.to_string())?;
-            let topic = if topic.starts_with('/') {
-                topic.to_string()
-            } else {
-                format!("/{topic}")
-            };
+            let topic = absolute_topic(topic);
             Ok(bag.add_channel(Channel {
                 topic,
                 type_name: type_name.into(),

@@ -248,11 +248,23 @@ fn resample(a: ResampleArgs) -> Result<()> {
     let log = pucl::demos::timed::parse(&text, &a.input, &task)?;
     let positions: usize = log.iter().map(|d| d.samples.len()).sum();
     let set = pucl::demos::timed::resample(&task, &log, &a.input, a.motion_threshold)?;
-    set.save(&a.out, task.name())?;
-    let r = set.report(&task);
+    save_resampled(&set, &task, &a.out, positions, "")
+}
+
+/// Save resampled demonstrations and say what was written (`kept` qualifies the count); warn of
+/// steps no motion at the task's action limit makes (a wrong unit or velocity_scale).
+fn save_resampled(
+    set: &DemoSet,
+    task: &Task,
+    out: &std::path::Path,
+    positions: usize,
+    kept: &str,
+) -> Result<()> {
+    set.save(out, task.name())?;
+    let r = set.report(task);
     println!(
-        "wrote {}: {} demonstrations, {} steps at {:.4} s (from {positions} positions), goal reached {}/{}",
-        a.out.display(),
+        "wrote {}: {} demonstrations{kept}, {} steps at {:.4} s (from {positions} positions), goal reached {}/{}",
+        out.display(),
         r.demos,
         r.steps,
         task.spec.dynamics.dt,
@@ -261,7 +273,7 @@ fn resample(a: ResampleArgs) -> Result<()> {
     );
     if r.jumping_steps > 0 {
         eprintln!(
-            "warning: {} steps in demonstrations {:?} move farther than {} times the action limit allows in one step: is the log's unit or the task's velocity_scale wrong?",
+            "warning: {} steps in demonstrations {:?} move farther than {} times the action limit allows in one step: is the recording's unit or the task's velocity_scale wrong?",
             r.jumping_steps,
             r.jumping_demos,
             pucl::demos::JUMP_FACTOR
@@ -379,11 +391,7 @@ fn import(a: ImportArgs) -> Result<()> {
     let mut set = pucl::demos::timed::resample_stream(&task, &pieces, segment, a.auto_segment)?;
     let found = set.len();
     if a.reaching_goal_only {
-        let ends = set.end_distances_to_goal(&task);
-        let keep: Vec<bool> = ends
-            .iter()
-            .map(|d| d.is_some_and(|d| d < task.spec.goal.tolerance))
-            .collect();
+        let keep = set.reaches_goal(&task);
         let mut k = keep.iter();
         set.demos
             .retain(|_| *k.next().expect("one per demonstration"));
@@ -398,29 +406,10 @@ fn import(a: ImportArgs) -> Result<()> {
             "nothing moved".into()
         }
     );
-    set.save(&a.out, task.name())?;
-    let r = set.report(&task);
-    println!(
-        "wrote {}: {} demonstrations{}, {} steps at {:.4} s (from {messages} positions), goal reached {}/{}",
-        a.out.display(),
-        r.demos,
-        if found > r.demos {
-            format!(" (of {found}: those ending at the goal)")
-        } else {
-            String::new()
-        },
-        r.steps,
-        task.spec.dynamics.dt,
-        r.reached_goal,
-        r.demos
-    );
-    if r.jumping_steps > 0 {
-        eprintln!(
-            "warning: {} steps in demonstrations {:?} move farther than {} times the action limit allows in one step",
-            r.jumping_steps,
-            r.jumping_demos,
-            pucl::demos::JUMP_FACTOR
-        );
-    }
-    Ok(())
+    let kept = if found > set.len() {
+        format!(" (of {found}: those ending at the goal)")
+    } else {
+        String::new()
+    };
+    save_resampled(&set, &task, &a.out, messages, &kept)
 }

@@ -131,19 +131,7 @@ pub struct BagPositions {
 pub fn read_positions(bytes: &[u8], path: &Path, topic: Option<&str>) -> Result<BagPositions> {
     let err = |field: Option<&str>, msg: String| Error::file(path, None, field, msg);
     let stream = |e: mcap::McapError| err(None, format!("not a readable MCAP bag: {e}"));
-    // The channels first (a summary is optional in MCAP: read them off the messages).
-    let mut topics: BTreeMap<String, (String, String)> = BTreeMap::new();
-    for m in mcap::MessageStream::new(bytes).map_err(stream)? {
-        let m = m.map_err(stream)?;
-        topics.entry(m.channel.topic.clone()).or_insert_with(|| {
-            let ty = m
-                .channel
-                .schema
-                .as_ref()
-                .map_or(String::new(), |s| s.name.clone());
-            (ty, m.channel.message_encoding.clone())
-        });
-    }
+    let topics = topics_of(bytes).map_err(stream)?;
     let listing = || {
         if topics.is_empty() {
             "the bag holds no messages".to_string()
@@ -157,11 +145,7 @@ pub fn read_positions(bytes: &[u8], path: &Path, topic: Option<&str>) -> Result<
     };
     let wanted = match topic {
         Some(t) => {
-            let t = if t.starts_with('/') {
-                t.to_string()
-            } else {
-                format!("/{t}")
-            };
+            let t = absolute_topic(t);
             if !topics.contains_key(&t) {
                 return Err(err(
                     Some("topic"),
@@ -249,6 +233,48 @@ pub fn read_positions(bytes: &[u8], path: &Path, topic: Option<&str>) -> Result<
     // By time, as the robot moved: messages are written as they were received.
     out.samples.sort_by(|a, b| a.0.total_cmp(&b.0));
     Ok(out)
+}
+
+/// The topics with messages in an MCAP bag: (type, message encoding) by topic. Read from its
+/// summary where it has one (rosbag2 and the mcap writers write one), else off the messages (a
+/// summary is optional in MCAP), which decompresses the bag once more.
+fn topics_of(
+    bytes: &[u8],
+) -> std::result::Result<BTreeMap<String, (String, String)>, mcap::McapError> {
+    let entry = |c: &mcap::Channel| {
+        let ty = c.schema.as_ref().map_or(String::new(), |s| s.name.clone());
+        (c.topic.clone(), (ty, c.message_encoding.clone()))
+    };
+    if let Some(summary) = mcap::Summary::read(bytes)?
+        && !summary.channels.is_empty()
+    {
+        let counts = summary.stats.map(|s| s.channel_message_counts);
+        return Ok(summary
+            .channels
+            .iter()
+            .filter(|(id, _)| {
+                counts
+                    .as_ref()
+                    .is_none_or(|c| c.get(id).is_some_and(|&n| n > 0))
+            })
+            .map(|(_, c)| entry(c))
+            .collect());
+    }
+    let mut topics = BTreeMap::new();
+    for m in mcap::MessageStream::new(bytes)? {
+        let (topic, v) = entry(&m?.channel);
+        topics.entry(topic).or_insert(v);
+    }
+    Ok(topics)
+}
+
+/// A topic name as rosbag2 records it: with its leading `/`.
+pub fn absolute_topic(topic: &str) -> String {
+    if topic.starts_with('/') {
+        topic.to_string()
+    } else {
+        format!("/{topic}")
+    }
 }
 
 /// The storage files of a bag: a file itself, or of a rosbag2 folder (as `ros2 bag record` writes
@@ -644,13 +670,17 @@ mod tests {
     #[test]
     fn chunks_compressed_with_zstd_or_lz4_read_as_uncompressed_ones() {
         let pose = pose_cdr(false, 7, 0, "base", [0.1, 0.2, 0.3]);
-        for compression in [
-            None,
-            Some(mcap::Compression::Zstd),
-            Some(mcap::Compression::Lz4),
+        // The last without a summary: its topics are read off the messages.
+        for (compression, summary) in [
+            (None, true),
+            (Some(mcap::Compression::Zstd), true),
+            (Some(mcap::Compression::Lz4), true),
+            (Some(mcap::Compression::Zstd), false),
         ] {
             let mut w = mcap::WriteOptions::new()
                 .compression(compression)
+                .emit_summary_records(summary)
+                .emit_statistics(summary)
                 .create(std::io::Cursor::new(Vec::new()))
                 .unwrap();
             let schema = w

@@ -254,12 +254,16 @@ impl DemoSet {
         r.jumping_steps = jumps.len();
         r.jumping_demos = jumps.iter().map(|j| j.0).collect();
         r.jumping_demos.dedup();
-        let ends = self.end_distances_to_goal(task);
-        r.reached_goal = ends
-            .iter()
-            .filter(|d| d.is_some_and(|d| d < task.spec.goal.tolerance))
-            .count();
+        r.reached_goal = self.reaches_goal(task).iter().filter(|&&g| g).count();
         r
+    }
+
+    /// Whether each demonstration ends within the goal's tolerance.
+    pub fn reaches_goal(&self, task: &Task) -> Vec<bool> {
+        self.end_distances_to_goal(task)
+            .iter()
+            .map(|d| d.is_some_and(|d| d < task.spec.goal.tolerance))
+            .collect()
     }
 
     /// (demonstration, row, distance moved) of every row whose position is farther from the previous

@@ -308,13 +308,7 @@ def test_a_robot_publishing_only_its_pose_at_its_own_rate_is_recorded_at_the_tas
     # applied twist stamped like it: with applied_twist_topic empty the rows are the poses resampled
     # at the task's 60 Hz, with the velocity between them as the action.
     out = tmp_path / "demos.csv"
-    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag="''", applied_twist_topic="''", auto_segment="true")
-    node = rclpy.create_node(f"rec_pose_only_{os.getpid()}_{random.randint(0, 1 << 30)}")
-    pub = node.create_publisher(PoseStamped, "/ee_pose", 100)
-    counts = []
-    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data),
-                             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    assert wait_for(node, lambda: pub.get_subscription_count() > 0, 20)
+    node, pub, counts = pose_only_recorder(start_node, out)
     speed = 0.2
     # At rest for 0.3 s, along x at 0.2 m/s for 1.25 s, at rest for 1.5 s (idle_timeout 1 s ends it).
     publish_poses(pub, lambda s: (0.35 + speed * min(max(s - 0.3, 0.0), 1.25), -0.09, 0.05), 3.05)
@@ -332,6 +326,20 @@ def test_a_robot_publishing_only_its_pose_at_its_own_rate_is_recorded_at_the_tas
     assert all(abs(b - a - speed * dt) < 1e-5 for a, b in zip(xs[2:-2], xs[3:-1])), xs
     assert all(float(r["y"]) == -0.09 and float(r["ay"]) == 0.0 for r in rows)
     node.destroy_node()
+
+
+def pose_only_recorder(start_node, out, **params):
+    """demo_recorder for a robot publishing only its pose (segmenting automatically), and a test
+    node's publisher of that pose, matched, and the counts the recorder publishes."""
+    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag="''", applied_twist_topic="''",
+               auto_segment="true", **params)
+    node = rclpy.create_node(f"rec_pose_only_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    pub = node.create_publisher(PoseStamped, "/ee_pose", 100)
+    counts = []
+    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data),
+                             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
+    assert wait_for(node, lambda: pub.get_subscription_count() > 0, 20)
+    return node, pub, counts
 
 
 def publish_poses(pub, position_at, duration):
@@ -357,14 +365,7 @@ def test_a_planar_robots_pose_is_recorded_for_a_2d_task(start_node, tmp_path):
     # height it is mounted at: the recorder reads x and y (it dropped every sample before, and refused
     # to start for want of a pose).
     out = tmp_path / "demos.csv"
-    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag="''", applied_twist_topic="''",
-               auto_segment="true", task="point_ellipse_2d")
-    node = rclpy.create_node(f"rec_planar_{os.getpid()}_{random.randint(0, 1 << 30)}")
-    pub = node.create_publisher(PoseStamped, "/ee_pose", 100)
-    counts = []
-    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data),
-                             QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL))
-    assert wait_for(node, lambda: pub.get_subscription_count() > 0, 20)
+    node, pub, counts = pose_only_recorder(start_node, out, task="point_ellipse_2d")
     # At rest 0.3 s at a task start, then straight to the goal (the origin) at 1 m/s, then at rest.
     start = (0.548, 0.816)
     length = math.hypot(*start)
