@@ -3,7 +3,7 @@
 //! (2-D, 3-D, velocity) the median and the worst task of IoU, recall, unsafe rate and goal reached,
 //! the share of episodes the evaluation's guide took round a learned obstacle after a stall, and for
 //! velocity tasks what predicting "all infeasible" would score on the same grid; draws the
-//! learned against the true constraint of a sample of tasks. For 3-D tasks also the unsafe and
+//! learned against the true constraint of a sample of tasks. For position tasks (2-D and 3-D) also the unsafe and
 //! goal-reached rates of the same episodes run as deployed (`pucl eval --filter`: a P-controller
 //! through the safety filter), the share of them that ended held back by the learned constraint (as
 //! the filter reports it on /diagnostics), and how many models' goals no run through the filter from
@@ -58,13 +58,13 @@ struct TaskResult {
     /// Episodes that stalled in front of a learned obstacle and were guided round it (`pucl eval`'s
     /// guide, which a deployment through the safety filter does not have).
     guided_pct: f64,
-    /// 3-D tasks: the same episodes through the safety filter (NaN for other classes).
+    /// Position tasks: the same episodes through the safety filter (NaN for velocity tasks).
     filter_unsafe_pct: f64,
     filter_goal_pct: f64,
-    /// 3-D tasks: the episodes that ended short of the goal held back by the learned constraint,
+    /// Position tasks: the episodes that ended short of the goal held back by the learned constraint,
     /// as the filter reports it (`pucl eval --filter`'s `held_back`).
     filter_held_pct: f64,
-    /// 3-D tasks: models whose goal no run through the filter from outside its margin can reach
+    /// Position tasks: models whose goal no run through the filter from outside its margin can reach
     /// (inside the learned obstacle or within its margin; `pucl eval --filter` warns of it).
     filter_goal_blocked: usize,
     /// Learning runs that ended with nothing learned (no model: their unsafe and goal-reached rates
@@ -263,7 +263,7 @@ fn run_task(
                 uns.push(100.0 * e.unsafe_rate);
                 goal.push(100.0 * e.goal_reached);
                 guided.push(100.0 * e.guided);
-                if t.class == TaskClass::Spatial {
+                if t.class != TaskClass::Velocity {
                     let model = ConstraintModel::from_learned(task, demos, &cfg, seed, &l);
                     let starts = model.starts.clone();
                     let f = evaluate_filtered(
@@ -430,25 +430,32 @@ fn main() {
                 .fold(f64::NEG_INFINITY, f64::max),
         );
     }
-    let filtered: Vec<&TaskResult> = results
-        .iter()
-        .filter(|r| r.filter_unsafe_pct.is_finite())
-        .collect();
-    if !filtered.is_empty() {
-        let v = |f: &dyn Fn(&TaskResult) -> f64| filtered.iter().map(|r| f(r)).collect::<Vec<_>>();
-        let (u, g) = (v(&|r| r.filter_unsafe_pct), v(&|r| r.filter_goal_pct));
-        let h = v(&|r| r.filter_held_pct);
+    let any_filtered = results.iter().any(|r| r.filter_unsafe_pct.is_finite());
+    if any_filtered {
         println!();
         println!(
-            "3-D tasks, the same episodes through the safety filter (a P-controller at up to {NOMINAL_SPEED} m/s, the node's defaults):"
+            "Position tasks, the same episodes through the safety filter (a P-controller at up to {NOMINAL_SPEED} m/s, the node's defaults):"
         );
         println!();
         println!(
             "| class | tasks | filter unsafe % median (worst) | filter goal reached % median (worst) | filter held back % median (most) | models whose goal the filter blocks |"
         );
         println!("|---|---|---|---|---|---|");
+    }
+    for class in TaskClass::ALL {
+        let filtered: Vec<&TaskResult> = results
+            .iter()
+            .filter(|r| r.class == class && r.filter_unsafe_pct.is_finite())
+            .collect();
+        if filtered.is_empty() {
+            continue;
+        }
+        let v = |f: &dyn Fn(&TaskResult) -> f64| filtered.iter().map(|r| f(r)).collect::<Vec<_>>();
+        let (u, g) = (v(&|r| r.filter_unsafe_pct), v(&|r| r.filter_goal_pct));
+        let h = v(&|r| r.filter_held_pct);
         println!(
-            "| 3-D | {} | {:.2} ({:.2}) | {:.1} ({:.1}) | {:.1} ({:.1}) | {} of {} |",
+            "| {} | {} | {:.2} ({:.2}) | {:.1} ({:.1}) | {:.1} ({:.1}) | {} of {} |",
+            class.label(),
             filtered.len(),
             median(u.clone()),
             u.iter().cloned().fold(f64::NEG_INFINITY, f64::max),

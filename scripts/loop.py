@@ -41,6 +41,14 @@ def task_file(task):
     return yaml.safe_load((p if p.exists() else pathlib.Path(task)).read_text())
 
 
+def pose_axes(spec):
+    """Which axis of the pose and twist (0 = x, 1 = y, 2 = z) each of the task's positions is: by
+    name where they are x, y and z (a planar task's [x, y]), otherwise in order (Task::pose_axes)."""
+    names = spec["position"]
+    by_name = ["xyz".index(n) for n in names if n in ("x", "y", "z")]
+    return by_name if len(by_name) == len(names) == len(set(by_name)) else list(range(len(names)))
+
+
 @functools.cache
 def installed_prefix():
     """The install prefix of pucl when colcon installed it (it is in the ament index), else None."""
@@ -68,6 +76,7 @@ class Loop:
         (default: the model's)."""
         self.task, self.workdir = task, pathlib.Path(workdir)
         self.spec = task_file(task)
+        self.axes = pose_axes(self.spec)
         self.expert_margin = expert_margin
         overrides = {}
         if expert_margin is not None:
@@ -113,7 +122,8 @@ class Loop:
 
     def _on_pose(self, m):
         p = m.pose.position
-        self.pose = (time.monotonic(), [p.x, p.y, p.z])
+        xyz = [p.x, p.y, p.z]
+        self.pose = (time.monotonic(), [xyz[a] for a in self.axes])
 
     def spin_until(self, predicate, timeout):
         end = time.monotonic() + timeout
@@ -246,9 +256,12 @@ class Loop:
             n = math.sqrt(sum(c * c for c in v))
             if n > speed:
                 v = [c * speed / n for c in v]
+            xyz = [0.0, 0.0, 0.0]
+            for a, c in zip(self.axes, v):
+                xyz[a] = c
             m = TwistStamped()
             m.header.frame_id = "base_link"
-            m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = v
+            m.twist.linear.x, m.twist.linear.y, m.twist.linear.z = xyz
             self.cmd.publish(m)
             tick = time.monotonic() + 1.0 / rate
             while time.monotonic() < tick:
@@ -258,31 +271,37 @@ class Loop:
     def violations(self, runs):
         """True violations of driven runs, counted by `pucl demos check` (the task's true constraint)."""
         path = self.workdir / "driven.csv"
-        names = self.spec["state"]
-        if len(names) != 3:
-            raise RuntimeError("driven runs are checked for 3-D position tasks")
+        names, actions = self.spec["state"], self.spec["action"]
+        if names != self.spec["position"]:
+            raise RuntimeError("driven runs are checked for tasks whose state is their position")
         with open(path, "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["demo", "step", *names, *self.spec["action"]])
+            w.writerow(["demo", "step", *names, *actions])
             for i, poses in enumerate(runs):
                 for t, p in enumerate(poses):
-                    w.writerow([i, t, *p, 0.0, 0.0, 0.0])
+                    w.writerow([i, t, *p, *[0.0] * len(actions)])
         report = json.loads(pucl("demos", "check", path, "--task", self.task, "--json"))
         return report["violating_steps"], report["steps"], report["violating_demos"]
 
 
 def shifted(spec, n, seed):
     """Starts and goals shifted around the task's (the paper's constraint transfer, Fig. 1): the
-    task's starts in turn, each moved by up to 3 cm per axis, and goals moved by up to 5 cm. n pairs,
-    or without end when n is None."""
+    task's starts in turn, each moved by up to 3 cm per axis, and goals moved by up to 5 cm (x back
+    by up to 4 or on by 2, y either way by 5, z up by up to 4; a planar task's first two). Within the
+    task's bounds where it has them. n pairs, or without end when n is None."""
     rng = random.Random(seed)
-    lo, hi = spec["dynamics"]["bounds"]["lower"], spec["dynamics"]["bounds"]["upper"]
+    bounds = spec["dynamics"].get("bounds")
     goal = spec["goal"]["position"]
+    if bounds:
+        lo, hi = bounds["lower"], bounds["upper"]
+    else:
+        lo, hi = [-math.inf] * len(goal), [math.inf] * len(goal)
     clamp = lambda p: [min(max(v, a + 0.005), b - 0.005) for v, a, b in zip(p, lo, hi)]  # noqa: E731
+    shifts = [(-0.04, 0.02), (-0.05, 0.05), (0.0, 0.04)]
     i = 0
     while n is None or i < n:
         s = [v + rng.uniform(-0.03, 0.03) for v in spec["starts"][i % len(spec["starts"])]]
-        g = [goal[0] + rng.uniform(-0.04, 0.02), goal[1] + rng.uniform(-0.05, 0.05), goal[2] + rng.uniform(0.0, 0.04)]
+        g = [c + rng.uniform(*r) for c, r in zip(goal, shifts)]
         yield clamp(s), clamp(g)
         i += 1
 

@@ -33,6 +33,10 @@ struct Settings {
     suffix_starts: Option<usize>,
     /// `both_ways` (a second proposal the other way round); None: as configured (off).
     both_ways: Option<bool>,
+    /// The filter's safety margin; None: the model's.
+    margin: Option<f64>,
+    /// The clearance the expert's demonstrations keep; None: the task's (`expert.margin`).
+    clearance: Option<f64>,
 }
 
 impl Settings {
@@ -40,6 +44,8 @@ impl Settings {
         derived: false,
         suffix_starts: None,
         both_ways: None,
+        margin: Some(MARGIN),
+        clearance: Some(CLEARANCE),
     };
 }
 
@@ -59,7 +65,7 @@ fn transfer_with(
         count: demos,
         seed: demo_seed,
         jitter: Some(0.02),
-        margin: Some(CLEARANCE),
+        margin: settings.clearance,
     };
     let demos = DemoSet::from_trajectories(&task, &generate(&task, &opts, &mut |_| {}).unwrap());
     let mut cfg = if settings.derived {
@@ -83,14 +89,20 @@ fn transfer_with(
         &task, &demos, &cfg, seed, &learned,
     ));
     let mut filter = SafetyFilter::new(FilterConfig {
-        safety_margin: Some(MARGIN),
+        safety_margin: settings.margin,
         tail_effect: Some(false),
         auto_reference: hulls,
         ..FilterConfig::default()
     });
     filter.set_model(model.clone()).unwrap();
+    let axes = task.pose_axes().unwrap();
     let spec = &task.spec;
-    let (lo, hi) = task.bounds.clone().unwrap();
+    // Within the task's bounds, where it has them (the ellipses' plane has none).
+    let dim = task.position_idx.len();
+    let (lo, hi) = task
+        .bounds
+        .clone()
+        .unwrap_or_else(|| (vec![f64::NEG_INFINITY; dim], vec![f64::INFINITY; dim]));
     let clamp = |p: Vec<f64>| -> Vec<f64> {
         p.iter()
             .zip(lo.iter().zip(&hi))
@@ -110,12 +122,16 @@ fn transfer_with(
                 .map(|v| v + rng.random_range(-0.03..0.03))
                 .collect(),
         );
-        let g = &spec.goal.position;
-        let goal = clamp(vec![
-            g[0] + rng.random_range(-0.04..0.02),
-            g[1] + rng.random_range(-0.05..0.05),
-            g[2] + rng.random_range(0.0..0.04),
-        ]);
+        // x back by up to 4 cm or on by 2, y either way by 5, z up by up to 4 (the plane's first two).
+        let shifts = [-0.04..0.02, -0.05..0.05, 0.0..0.04];
+        let goal = clamp(
+            spec.goal
+                .position
+                .iter()
+                .zip(shifts)
+                .map(|(g, r)| g + rng.random_range(r))
+                .collect(),
+        );
         let mut sim = LiveSim::new(task.clone());
         if sim.reset(&start).is_err() || model.network.zeta(&start, &mut scratch) < 0.5 {
             continue;
@@ -136,9 +152,12 @@ fn transfer_with(
                 v.iter_mut().for_each(|c| *c *= 0.25 / n);
             }
             let t = k as f64 * spec.dynamics.dt;
-            filter.set_pose(t, [p[0], p[1], p[2]]);
+            // The pose and twist carry a planar task's positions on the axes they are named after.
+            let v = Task::to_pose_axes(&axes, &v);
+            filter.set_pose(t, Task::to_pose_axes(&axes, &p));
             filter.set_command(t, [v[0], v[1], v[2], 0.0, 0.0, 0.0]);
-            sim.step_velocity(&filter.output(t).twist[..3]);
+            let out = filter.output(t).twist;
+            sim.step_velocity(&Task::from_pose_axes(&axes, [out[0], out[1], out[2]]));
             if sim.truly_infeasible() {
                 bad += 1;
                 first_inside.get_or_insert(sim.position());
@@ -218,6 +237,7 @@ fn a_new_users_four_cups_models_block_the_end_cups_outer_side_that_suffix_propos
             derived: true,
             suffix_starts: Some(4),
             both_ways: Some(false),
+            ..Settings::BUILTIN
         };
         assert_four_cups_model_transfers_safely(set, seed, settings);
     }
@@ -248,6 +268,7 @@ fn a_new_users_four_cups_models_block_the_end_cups_outer_side_that_proposals_the
             derived: true,
             suffix_starts: Some(0),
             both_ways: Some(both_ways),
+            ..Settings::BUILTIN
         };
         let (without, _) = transfer_with(
             "reach_four_cups_3d",
@@ -348,6 +369,7 @@ fn four_cups_over_ten_learning_seeds_per_demonstration_set() {
                 derived,
                 suffix_starts: Some(suffix_starts),
                 both_ways: Some(both_ways),
+                ..Settings::BUILTIN
             };
             let name = if derived {
                 "derived"
@@ -371,6 +393,68 @@ fn four_cups_over_ten_learning_seeds_per_demonstration_set() {
                     400 - missed
                 );
             }
+        }
+    }
+}
+
+#[test]
+fn a_planar_model_keeps_40_shifted_runs_out_of_the_ellipses_through_the_filter_in_the_plane() {
+    // The ellipses' pose is x and y: the filter reads and modulates those axes only. A demonstration
+    // set whose learned ellipses cover both (set 1: no model of its ten seeds let a run in). On sets
+    // whose proposals never went round the upper ellipse's left side the learned one lacks it, and
+    // shifted runs pass through there (the ignored table below).
+    let settings = Settings {
+        margin: None,
+        clearance: None,
+        ..Settings::BUILTIN
+    };
+    let (violating, missed) = transfer_with("point_ellipse_2d", 24, 40, (1, 0), true, settings);
+    assert!(violating.is_empty(), "true violations: {violating:#?}");
+    assert!(missed.is_empty(), "goals not reached: {missed:#?}");
+}
+
+/// The ellipses (a planar task: the pose's x and y) over ten learning seeds per demonstration set,
+/// with the task's settings and with those derived from the data, 40 shifted runs per model through
+/// the default filter: `cargo test --release --test transfer planar_over_ten -- --ignored
+/// --nocapture` (about a minute).
+#[test]
+#[ignore = "a measurement: prints the planar transfer table of docs/RESULTS.md"]
+fn planar_over_ten_learning_seeds_per_demonstration_set() {
+    println!(
+        "| settings | filter margin | demonstration set | learning seeds | runs | reached the goal | runs with a true violation | models with a violation |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    // The expert's clearance is the task's (5 cm): the learned boundary is only pinned down to
+    // within d_r (8-9 cm) less the clearance of the demonstrations, and with the 3-D tasks' 2.5
+    // cm every model let runs over the upper ellipse's top into it (docs/RESULTS.md).
+    for (derived, margin) in [(false, None), (true, None)] {
+        let settings = Settings {
+            derived,
+            margin,
+            clearance: None,
+            ..Settings::BUILTIN
+        };
+        for set in [0, 1, 2] {
+            let (mut bad, mut missed, mut models) = (0, 0, 0);
+            for seed in 0..10 {
+                let (v, m) = transfer_with("point_ellipse_2d", 24, 40, (set, seed), true, settings);
+                for run in v.iter().chain(&m) {
+                    eprintln!("derived {derived}, set {set}, seed {seed}: {run}");
+                }
+                bad += v.len();
+                missed += m.len();
+                models += usize::from(!v.is_empty());
+            }
+            let name = if derived {
+                "derived"
+            } else {
+                "the task's file"
+            };
+            let margin = margin.map_or("the model's".into(), |m| format!("{m}"));
+            println!(
+                "| {name} | {margin} | {set} | 0-9 | 400 | {} | {bad} | {models} |",
+                400 - missed
+            );
         }
     }
 }

@@ -2,6 +2,8 @@
 //! twist (`cmd_vel`, TwistStamped or Twist) at a fixed rate with the task's limits and bounds; publishes
 //! `ee_pose` and the applied twist; `~/reset` moves to a start; `~/run_expert` lets the task's expert
 //! drive to the goal (for recording demonstrations without a human); the true obstacles on `~/obstacles`.
+//! A planar task's positions are the pose's axes they are named after (`[x, y]`: z stays 0), and
+//! only the twist's linear velocity along them moves it.
 use futures::StreamExt;
 use pucl::deploy::filter::FilterConfig;
 use pucl::ros::{self, param_bool, param_f64, param_string};
@@ -76,14 +78,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         task.spec.expert.margin,
         "distance the expert keeps from the true constraint",
     );
-    if task.action_dim() != 3 {
-        return Err(format!(
-            "kinematic_sim drives a 3-D end effector; task '{}' has {} actions",
-            task.name(),
-            task.action_dim()
-        )
-        .into());
-    }
+    // The pose's axes the task's positions are (a task no pose drives is refused here).
+    let axes = task
+        .pose_axes()
+        .map_err(|e| format!("kinematic_sim drives an end effector's position: {e}"))?;
     // The expert borrows its task for the whole life of the node.
     let expert_task: &'static Task = Box::leak(Box::new(task.clone()));
     let expert: &'static Expert<'static> = Box::leak(Box::new(Expert::new(expert_task, margin)?));
@@ -101,7 +99,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     obstacles.publish(&ros::obstacles::true_constraint(&task, &frame_id))?;
 
     // Publish a pose and the twist that led to it, with one stamp (the recorder pairs them).
+    let pose_axes = axes.clone();
     let publish = Rc::new(move |p: &[f64], applied: &[f64]| {
+        let (p, applied) = (
+            Task::to_pose_axes(&pose_axes, p),
+            Task::to_pose_axes(&pose_axes, applied),
+        );
         let header = r2r::std_msgs::msg::Header {
             stamp: ros::stamp(),
             frame_id: frame_id.clone(),
@@ -249,7 +252,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     Some((t, v)) if now - t <= cmd_timeout => v,
                     _ => [0.0; 3],
                 };
-                sim.step_velocity(&v)
+                sim.step_velocity(&Task::from_pose_axes(&axes, v))
             };
             // The pose first: a client that stops recording on the answer must have been sent it.
             publish(&sim.position(), &applied);

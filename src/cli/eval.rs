@@ -48,7 +48,8 @@ pub struct EvalArgs {
     policy: Option<PathBuf>,
     /// Run the episodes as the model is deployed: a P-controller drives towards the goal at up to
     /// --speed and the safety filter (the node's defaults: star-shaped hulls, the model's margin)
-    /// modulates its command. 3-D position tasks. An episode gets the task's horizon stretched by
+    /// modulates its command. Position tasks in 2-D or 3-D (a planar task's positions on the
+    /// pose's axes they are named after). An episode gets the task's horizon stretched by
     /// the ratio of the task's top speed to --speed, when that is slower. Warns when no filtered
     /// run from outside the filter's margin can reach the goal (it lies inside the learned
     /// obstacle or within the margin of it).

@@ -14,6 +14,7 @@ use crate::policy::modulation::{
     safe_velocity_around,
 };
 use crate::policy::reference::ReferencePoints;
+use crate::task::Task;
 use std::sync::Arc;
 
 /// Timeouts and behaviour, as the node's parameters.
@@ -225,7 +226,7 @@ impl Progress {
     fn update(&mut self, now: f64, out: &[f64], cmd: &[f64]) -> Option<Status> {
         let speed = norm(cmd);
         let along = if speed > 0.0 {
-            (0..3).map(|k| out[k] * cmd[k]).sum::<f64>() / speed
+            out.iter().zip(cmd).map(|(o, c)| o * c).sum::<f64>() / speed
         } else {
             0.0
         };
@@ -265,8 +266,35 @@ pub struct Output {
 /// A model ready to [`SafetyFilter::install`].
 pub struct PreparedModel {
     pub model: Arc<ConstraintModel>,
+    /// The pose's (and twist's) axes the model's inputs are, in input order ([`model_axes`]).
+    axes: Vec<usize>,
     references: ReferencePoints,
     goal_margin: Option<GoalMargin>,
+}
+
+/// Which axes of the pose and of the twist's linear velocity (0 = x, 1 = y, 2 = z) a model's inputs
+/// are, in input order: by their names where they are x, y and z, otherwise in order, the rule
+/// by which a task's positions read a pose ([`Task::pose_axes`]). A planar model (`[x, y]`) is
+/// filtered in that plane; the twist's other linear axis passes unchanged, as the angular velocity
+/// does. An error for a model the filter cannot use: other than two or three inputs.
+pub fn model_axes(model: &ConstraintModel) -> Result<Vec<usize>, String> {
+    let dim = model.dim();
+    if !(2..=3).contains(&dim) {
+        return Err(format!(
+            "the filter needs a 2-D or 3-D constraint (a position, or a linear velocity, on the \
+             pose's x, y, z), the model has {dim} inputs"
+        ));
+    }
+    let names: Vec<&str> = model.features.iter().map(|f| f.name.as_str()).collect();
+    Ok(Task::axes_named(&names))
+}
+
+/// The configured `reference_axis` (pose coordinates) in a model's input order, for a 3-D model
+/// whose inputs are on `axes`. None for a planar model: round a learned obstacle in the plane is
+/// the only way, and the hulls' tables are built around an axis in space.
+fn config_axis(config: &FilterConfig, axes: &[usize]) -> Option<Vec<f64>> {
+    let axis = config.reference_axis.as_ref()?;
+    (axes.len() == 3 && axis.len() == 3).then(|| axes.iter().map(|&a| axis[a]).collect())
 }
 
 impl PreparedModel {
@@ -289,6 +317,8 @@ struct Received {
 pub struct SafetyFilter {
     pub config: FilterConfig,
     model: Option<Arc<ConstraintModel>>,
+    /// The pose's and twist's axes the model's inputs are ([`model_axes`]).
+    axes: Vec<usize>,
     references: ReferencePoints,
     /// The margin near the model's goal where the learned obstacle comes within the margin of it
     /// ([`SafetyFilter::margin_at`]).
@@ -307,6 +337,7 @@ impl SafetyFilter {
         SafetyFilter {
             config,
             model: None,
+            axes: vec![0, 1, 2],
             references: ReferencePoints::default(),
             goal_margin: None,
             pose: None,
@@ -319,7 +350,7 @@ impl SafetyFilter {
         }
     }
 
-    /// Install (or replace) the model; a model whose input is not 3-D is refused.
+    /// Install (or replace) the model; a model that is not 2-D or 3-D is refused ([`model_axes`]).
     pub fn set_model(&mut self, model: Arc<ConstraintModel>) -> Result<(), String> {
         let prepared = Self::prepare(&self.config, model)?;
         self.install(prepared);
@@ -333,17 +364,12 @@ impl SafetyFilter {
         config: &FilterConfig,
         model: Arc<ConstraintModel>,
     ) -> Result<PreparedModel, String> {
-        if model.dim() != 3 {
-            return Err(format!(
-                "the filter needs a 3-D constraint (position or linear velocity), the model has {} inputs",
-                model.dim()
-            ));
-        }
-        let mut references = match &config.reference_axis {
+        let axes = model_axes(&model)?;
+        let mut references = match config_axis(config, &axes) {
             Some(axis) if !model.constrains_command() => {
-                ReferencePoints::of_model_turned(&model, axis)
+                ReferencePoints::of_model_turned(&model, &axis)
             }
-            Some(axis) => ReferencePoints::of_model_along(&model, axis),
+            Some(axis) => ReferencePoints::of_model_along(&model, &axis),
             None => ReferencePoints::of_model(&model),
         };
         // The task's goal, where the demonstrations end, stays open wherever the learned constraint
@@ -369,6 +395,7 @@ impl SafetyFilter {
             });
         Ok(PreparedModel {
             model,
+            axes,
             references,
             goal_margin,
         })
@@ -376,6 +403,8 @@ impl SafetyFilter {
 
     /// Swap in a prepared model (cheap: nothing is computed).
     pub fn install(&mut self, prepared: PreparedModel) {
+        self.trial.resize(prepared.axes.len(), 0.0);
+        self.axes = prepared.axes;
         self.references = prepared.references;
         self.goal_margin = prepared.goal_margin;
         self.model = Some(prepared.model);
@@ -383,6 +412,11 @@ impl SafetyFilter {
 
     pub fn model(&self) -> Option<&Arc<ConstraintModel>> {
         self.model.as_ref()
+    }
+
+    /// The pose's and twist's axes the model's inputs are (x, y, z before a model is loaded).
+    pub fn axes(&self) -> &[usize] {
+        &self.axes
     }
 
     pub fn set_enabled(&mut self, on: bool) {
@@ -456,7 +490,11 @@ impl SafetyFilter {
                 if !self.model.as_ref().is_some_and(|m| m.constrains_command()) =>
             {
                 let cmd = self.limited(cmd);
-                if let Some(held) = self.progress.update(now, &twist[..3], &cmd[..3]) {
+                let (made, asked) = (
+                    Task::from_pose_axes(&self.axes, [twist[0], twist[1], twist[2]]),
+                    Task::from_pose_axes(&self.axes, [cmd[0], cmd[1], cmd[2]]),
+                );
+                if let Some(held) = self.progress.update(now, &made, &asked) {
                     status = held;
                 }
             }
@@ -514,14 +552,15 @@ impl SafetyFilter {
     /// hulls no motion comes closer within the grown hull, and around zeta's level sets the
     /// lookahead refuses steps deeper into the margin. A goal there is a goal the filter stops
     /// short of, by design (a robot already inside the margin may still get there).
-    pub fn unreachable(&mut self, position: [f64; 3]) -> Option<String> {
+    pub fn unreachable(&mut self, pose: [f64; 3]) -> Option<String> {
         let model = self.model.clone()?;
-        if model.constrains_command() || position.iter().any(|c| !c.is_finite()) {
+        if model.constrains_command() || pose.iter().any(|c| !c.is_finite()) {
             return None;
         }
+        let position = Task::from_pose_axes(&self.axes, pose);
         let (margin, hulls) = (self.margin_at(&model, &position), self.uses_hulls(&model));
         let s = &mut self.scratch;
-        s.grad.resize(3, 0.0);
+        s.grad.resize(position.len(), 0.0);
         let logit = model
             .network
             .logit_and_grad(&position, &mut s.grad, &mut s.net);
@@ -570,16 +609,18 @@ impl SafetyFilter {
         let model = self.model.clone().ok_or(Status::NoModel)?;
         let cmd = self.limited(cmd);
         let mut out = cmd;
+        // The command's linear velocity on the model's axes (a planar model's other axis passes).
+        let nominal = Task::from_pose_axes(&self.axes, [cmd[0], cmd[1], cmd[2]]);
         let modulated = if model.constrains_command() {
             // Velocity constraint: the command in action units against the learned feasible set.
             let k = model.velocity_scale;
-            let mut a = [cmd[0] / k, cmd[1] / k, cmd[2] / k];
+            let mut a: Vec<f64> = nominal.iter().map(|c| c / k).collect();
             let reference = model
                 .dsm
                 .velocity_reference
                 .clone()
-                .unwrap_or_else(|| vec![0.0; 3]);
-            let before = a;
+                .unwrap_or_else(|| vec![0.0; a.len()]);
+            let before = a.clone();
             project_velocity(
                 &mut a,
                 &reference,
@@ -588,13 +629,13 @@ impl SafetyFilter {
                 &mut self.scratch.net,
                 &mut self.trial,
             );
-            for i in 0..3 {
-                out[i] = a[i] * k;
+            for (&axis, c) in self.axes.iter().zip(&a) {
+                out[axis] = c * k;
             }
             a != before
         } else {
-            let (tp, pos) = self.pose.ok_or(Status::NoPose)?;
-            if pos.iter().any(|v| !v.is_finite()) {
+            let (tp, pose) = self.pose.ok_or(Status::NoPose)?;
+            if pose.iter().any(|v| !v.is_finite()) {
                 return Err(Status::NonFinitePose);
             }
             let age = self
@@ -603,7 +644,8 @@ impl SafetyFilter {
             if age > self.config.pose_timeout {
                 return Err(Status::StalePose { age });
             }
-            let mut v = [cmd[0], cmd[1], cmd[2]];
+            let pos = Task::from_pose_axes(&self.axes, pose);
+            let mut v = nominal.clone();
             let speed = norm(&v);
             // The filter keeps the commanded speed: no normalization, no speed-up.
             let mut dsm = DsmConfig {
@@ -637,7 +679,7 @@ impl SafetyFilter {
                 .as_ref()
                 .and(self.references.axis().map(<[f64]>::to_vec));
             let horizon = Some(self.config.lookahead_time);
-            let modulate = |star: Option<&Star>, dsm: &DsmConfig, v: &mut [f64; 3], s: &mut _| {
+            let modulate = |star: Option<&Star>, dsm: &DsmConfig, v: &mut [f64], s: &mut _| {
                 safe_velocity_around(&model.network, star, &pos, v, dsm, horizon, s)
                     .ok_or(Status::NonFinitePose)
             };
@@ -646,7 +688,7 @@ impl SafetyFilter {
                 && norm(&v) < HELD_BY_HULL * speed
                 && (st.margin_ratio(dsm.safety_margin) < INSIDE_HULL || {
                     let g = &mut self.scratch.grad;
-                    g.resize(3, 0.0);
+                    g.resize(pos.len(), 0.0);
                     let l = model.network.logit_and_grad(&pos, g, &mut self.scratch.net);
                     boundary_distance(l, g) < MISSED_BY_HULL * dsm.safety_margin
                 })
@@ -665,7 +707,7 @@ impl SafetyFilter {
                 // led nowhere: then over or under first (suite 3-D filter goal rates, RESULTS
                 // "Held back in front of learned obstacles"). Every candidate passes the same
                 // whole-path check against the learned obstacle.
-                let progress = |u: &[f64; 3]| (0..3).map(|k| u[k] * cmd[k]).sum::<f64>();
+                let progress = |u: &[f64]| u.iter().zip(&nominal).map(|(a, b)| a * b).sum::<f64>();
                 let slides = if dsm.around_axis.is_some() { 2 } else { 1 };
                 let mut order = [dsm.around_axis.clone(), None];
                 if self.progress.held_since.is_some() {
@@ -677,7 +719,7 @@ impl SafetyFilter {
                         around_axis,
                         ..dsm.clone()
                     };
-                    let mut w = [cmd[0], cmd[1], cmd[2]];
+                    let mut w = nominal.clone();
                     modulate(None, &level_sets, &mut w, &mut self.scratch)?;
                     if progress(&w) > progress(&v).max(0.0) {
                         v = w;
@@ -689,8 +731,10 @@ impl SafetyFilter {
             if n > speed && n > 0.0 {
                 v.iter_mut().for_each(|c| *c *= speed / n);
             }
-            out[..3].copy_from_slice(&v);
-            v != [cmd[0], cmd[1], cmd[2]]
+            for (&axis, c) in self.axes.iter().zip(&v) {
+                out[axis] = *c;
+            }
+            v != nominal
         };
         Ok((out, Status::Filtering { modulated }))
     }
@@ -1405,16 +1449,63 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_model_that_is_not_3d_is_refused() {
-        let mut m = (*cylinder()).clone();
-        m.features.pop();
-        m.network = crate::learn::network::Mlp::new(2, &[4], 0);
-        assert!(
-            SafetyFilter::new(FilterConfig::default())
+    fn a_model_of_other_than_two_or_three_inputs_is_refused_naming_its_count() {
+        for inputs in [1, 4] {
+            let mut m = (*cylinder()).clone();
+            m.features.resize(inputs, m.features[0].clone());
+            m.network = crate::learn::network::Mlp::new(inputs, &[4], 0);
+            let e = SafetyFilter::new(FilterConfig::default())
                 .set_model(Arc::new(m))
-                .unwrap_err()
-                .contains("3-D")
-        );
+                .unwrap_err();
+            assert!(
+                e.contains("2-D or 3-D") && e.contains(&format!("{inputs} inputs")),
+                "{e}"
+            );
+        }
+    }
+
+    /// The ellipses' model (`point_ellipse_2d`, inputs `[x, y]`), learned once.
+    fn ellipses() -> Arc<ConstraintModel> {
+        static M: OnceLock<Arc<ConstraintModel>> = OnceLock::new();
+        M.get_or_init(|| Arc::new(learned("point_ellipse_2d", "point_ellipse_2d.csv", 0)))
+            .clone()
+    }
+
+    #[test]
+    fn a_planar_model_filters_the_twist_in_its_plane_and_passes_the_other_axis() {
+        // Straight at the learned circle (centre (0.72, 0.55), radius 0.25) from below, with a z
+        // velocity the plane knows nothing of, from any height.
+        let m = ellipses();
+        let mut f = SafetyFilter::new(FilterConfig::node_defaults());
+        f.set_model(m.clone()).unwrap();
+        assert_eq!(f.axes(), &[0, 1]);
+        let task = Task::load("point_ellipse_2d").unwrap();
+        let dt = task.spec.dynamics.dt;
+        let mut sim = crate::task::sim::LiveSim::new(task);
+        sim.reset(&[0.72, 0.0]).unwrap();
+        let mut s = crate::learn::network::Scratch::default();
+        let mut modulated = 0;
+        for k in 0..150 {
+            let (t, p) = (k as f64 * dt, sim.position());
+            let height = [0.0, 3.0, -1.0][k % 3];
+            f.set_pose(t, [p[0], p[1], height]);
+            f.set_command(t, [0.0, 0.5, 0.2, 0.0, 0.0, 0.1]);
+            let o = f.output(t);
+            assert!(!o.status.is_stop(), "{:?}", o.status);
+            assert_eq!(
+                (o.twist[2], o.twist[5]),
+                (0.2, 0.1),
+                "z and the angular pass"
+            );
+            modulated += usize::from(o.twist[..2] != [0.0, 0.5]);
+            sim.step_velocity(&o.twist[..2]);
+            let p = sim.position();
+            assert!(m.network.zeta(&p, &mut s) >= m.threshold, "{p:?} entered");
+        }
+        // The learned circle was in the way: the run was turned, and went round or stopped below it.
+        assert!(modulated > 10, "{modulated}");
+        let p = sim.position();
+        assert!(p[1] < 0.3 || (p[0] - 0.72).abs() > 0.2, "{p:?}");
     }
 
     #[test]

@@ -278,7 +278,8 @@ pub fn arm_top_speed(task: &Task) -> f64 {
 /// Episodes as the model is deployed: from the evaluation starts, a P-controller commands a twist
 /// towards the task's goal at up to `speed` (position units per second; [`nominal_speed`]), and
 /// the safety filter (`filter`, e.g. the node's defaults) turns it into the command the arm
-/// executes. The filter needs a 3-D position.
+/// executes. The filter needs a 2-D or 3-D position, read off the pose's axes by
+/// [`Task::pose_axes`].
 pub fn evaluate_filtered(
     task: &Task,
     model: Arc<ConstraintModel>,
@@ -289,9 +290,12 @@ pub fn evaluate_filtered(
     speed: f64,
 ) -> Result<Evaluation> {
     need_episodes(starts, episodes)?;
-    if task.position_idx.len() != 3 || task.action_dim() != 3 || task.spec.goal.is_none() {
+    // The filter reads the pose and the twist: the task's positions on their axes (x, y, z).
+    let axes = task.pose_axes().map_err(Error::Invalid)?;
+    if axes.len() < 2 || task.spec.goal.is_none() {
         return Err(Error::Invalid(format!(
-            "the safety filter drives a 3-D position towards a goal; task '{}' has a {}-D position{}",
+            "the safety filter drives a 2-D or 3-D position towards a goal; task '{}' has a {}-D \
+             position{}",
             task.name(),
             task.position_idx.len(),
             if task.spec.goal.is_none() {
@@ -311,7 +315,7 @@ pub fn evaluate_filtered(
     safety.set_model(model).map_err(Error::Invalid)?;
     let (dt, scale) = (task.spec.dynamics.dt, task.spec.dynamics.velocity_scale);
     let goal = task.spec.goal.position.clone();
-    let goal_blocked = goal_unreachable(&mut safety, &goal, task.spec.goal.tolerance);
+    let goal_blocked = goal_unreachable(&mut safety, &axes, &goal, task.spec.goal.tolerance);
     // One clock over all episodes: every input is fresh when the filter reads it.
     let mut now = 0.0;
     // The task's horizon is the time its own policy gets, at up to the task's top speed; a nominal
@@ -324,8 +328,8 @@ pub fn evaluate_filtered(
     let (mut held_back, mut started_within_margin) = (0, 0);
     let mut held_at_end = Vec::with_capacity(episodes);
     for s in episode_starts(task, starts, episodes, seed) {
-        let p = task.position_of(&s);
-        started_within_margin += usize::from(safety.unreachable([p[0], p[1], p[2]]).is_some());
+        let p = Task::to_pose_axes(&axes, &task.position_of(&s));
+        started_within_margin += usize::from(safety.unreachable(p).is_some());
         // A new run: the last one's headway does not count towards this one being held back.
         safety.forget_motion();
         let mut t = Trajectory::with_capacity(task);
@@ -341,11 +345,13 @@ pub fn evaluate_filtered(
             if n > speed {
                 v.iter_mut().for_each(|c| *c *= speed / n);
             }
-            safety.set_pose(now, [p[0], p[1], p[2]]);
+            let v = Task::to_pose_axes(&axes, &v);
+            safety.set_pose(now, Task::to_pose_axes(&axes, &p));
             safety.set_command(now, [v[0], v[1], v[2], 0.0, 0.0, 0.0]);
             let out = safety.output(now);
             held = matches!(out.status, Status::Held { .. });
-            for (a, v) in action.iter_mut().zip(&out.twist[..3]) {
+            let twist = [out.twist[0], out.twist[1], out.twist[2]];
+            for (a, v) in action.iter_mut().zip(Task::from_pose_axes(&axes, twist)) {
                 *a = v / scale;
             }
             now += dt;
@@ -367,21 +373,32 @@ pub fn evaluate_filtered(
     })
 }
 
-/// Why no run through `safety` from outside its margin can come within `tolerance` of `goal`, if
-/// none can: the goal and points half and all of the tolerance from it in 26 directions are each
-/// unreachable ([`SafetyFilter::unreachable`]). A run reaches the goal anywhere within the tolerance, so one
+/// Why no run through `safety` from outside its margin can come within `tolerance` of `goal` (the
+/// task's positions, on the pose's `axes`), if none can: the goal and points half and all of the
+/// tolerance from it in the 8 (plane) or 26 (space) directions of the grid are each unreachable
+/// ([`SafetyFilter::unreachable`]). A run reaches the goal anywhere within the tolerance, so one
 /// reachable point there is enough to say nothing.
-fn goal_unreachable(safety: &mut SafetyFilter, goal: &[f64], tolerance: f64) -> Option<String> {
-    let why = safety.unreachable([goal[0], goal[1], goal[2]])?;
-    for dir in 0..27usize {
-        let d = [dir % 3, dir / 3 % 3, dir / 9].map(|k| k as f64 - 1.0);
+fn goal_unreachable(
+    safety: &mut SafetyFilter,
+    axes: &[usize],
+    goal: &[f64],
+    tolerance: f64,
+) -> Option<String> {
+    let why = safety.unreachable(Task::to_pose_axes(axes, goal))?;
+    let dim = goal.len() as u32;
+    for dir in 0..3usize.pow(dim) {
+        let d: Vec<f64> = (0..dim)
+            .map(|k| (dir / 3usize.pow(k) % 3) as f64 - 1.0)
+            .collect();
         let n = crate::geometry::norm(&d);
         if n == 0.0 {
             continue;
         }
         for r in [0.5, 0.99] {
-            let p: [f64; 3] = std::array::from_fn(|k| goal[k] + r * tolerance * d[k] / n);
-            safety.unreachable(p)?;
+            let p: Vec<f64> = (0..goal.len())
+                .map(|k| goal[k] + r * tolerance * d[k] / n)
+                .collect();
+            safety.unreachable(Task::to_pose_axes(axes, &p))?;
         }
     }
     Some(format!(

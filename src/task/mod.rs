@@ -248,24 +248,40 @@ impl Task {
                 self.action_dim()
             ));
         }
+        Ok(Self::axes_named(&names))
+    }
+
+    /// The pose axes of up to three coordinates called `names`: by name where they are x, y and z,
+    /// each once; otherwise in order. The rule of [`Self::pose_axes`], also for a model file's inputs.
+    pub fn axes_named<S: AsRef<str>>(names: &[S]) -> Vec<usize> {
         let by_name: Vec<usize> = names
             .iter()
-            .filter_map(|n| ["x", "y", "z"].iter().position(|a| a == n))
+            .filter_map(|n| ["x", "y", "z"].iter().position(|a| *a == n.as_ref()))
             .collect();
         let distinct = by_name
             .iter()
             .collect::<std::collections::BTreeSet<_>>()
             .len();
-        Ok(if by_name.len() == names.len() && distinct == names.len() {
+        if by_name.len() == names.len() && distinct == names.len() {
             by_name
         } else {
             (0..names.len()).collect()
-        })
+        }
     }
 
     /// The task's position read off a pose or twist's (x, y, z) by [`Self::pose_axes`].
     pub fn from_pose_axes(axes: &[usize], xyz: [f64; 3]) -> Vec<f64> {
         axes.iter().map(|&a| xyz[a]).collect()
+    }
+
+    /// A pose's or twist's (x, y, z) holding `values` on `axes` ([`Self::pose_axes`]), zero on the
+    /// others: [`Self::from_pose_axes`] the other way.
+    pub fn to_pose_axes(axes: &[usize], values: &[f64]) -> [f64; 3] {
+        let mut xyz = [0.0; 3];
+        for (&a, v) in axes.iter().zip(values) {
+            xyz[a] = *v;
+        }
+        xyz
     }
 
     /// The longest step the action limit allows in one `dt`, in position units: the farthest an
@@ -368,6 +384,10 @@ mod tests {
             Task::from_pose_axes(&[2, 1], [1.0, 2.0, 3.0]),
             vec![3.0, 2.0]
         );
+        assert_eq!(Task::to_pose_axes(&[2, 1], &[3.0, 2.0]), [0.0, 2.0, 3.0]);
+        // Names that are not x, y, z, or repeat one: in order.
+        assert_eq!(Task::axes_named(&["ax", "ay"]), vec![0, 1]);
+        assert_eq!(Task::axes_named(&["x", "x"]), vec![0, 1]);
         assert!(Task::load("reach_velocity_3d").unwrap().pose_axes().is_ok());
     }
 

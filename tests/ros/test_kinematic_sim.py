@@ -57,6 +57,22 @@ def test_pose_integrates_the_commanded_twist_within_the_task_limits(start_node):
     assert wait_for(s.node, lambda: s.applied[-1].twist.linear.x == 0.0, 2)
 
 
+def test_a_planar_task_moves_in_its_plane_and_leaves_the_pose_z_at_zero(start_node):
+    # point_ellipse_2d's positions are [x, y]: the pose carries them on x and y, z stays 0, and the
+    # twist's z moves nothing.
+    s = Sim(start_node, task="point_ellipse_2d")
+    assert call_repeatable(s.node, s.reset, Reset.Request(position=[0.1, 0.2])).success
+    assert wait_for(s.node, lambda: s.position() == [0.1, 0.2, 0.0], 2), s.position()
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < 0.5:
+        s.command([0.0, 0.3, 0.5])
+        s.settle(0.05)
+    x, y, z = s.position()
+    assert x == 0.1 and z == 0.0, s.position()
+    assert 0.3 * 0.3 < y - 0.2 < 0.3 * 0.8, y
+    assert s.applied[-1].twist.linear.z == 0.0
+
+
 def test_reset_into_the_obstacle_is_refused_and_the_node_keeps_running(start_node):
     s = Sim(start_node)
     r = call_repeatable(s.node, s.reset, Reset.Request(position=[0.55, 0.0, 0.05]))

@@ -118,6 +118,25 @@ def test_command_into_the_obstacle_loses_its_inward_part_and_away_passes(start_n
                                         for a in h.diag for s in a.status for kv in s.values), 3.0)
 
 
+def test_a_planar_model_filters_the_twist_in_its_plane_and_passes_z(start_node, tmp_path):
+    # The ellipses (inputs [x, y]): a command at the learned circle from below loses its inward part
+    # in the plane; the twist's z and angular velocity pass, and the pose's z is not read.
+    model = str(tmp_path / "ellipses.json")
+    pucl("learn", "--task", "point_ellipse_2d", "--demos", ROOT / "data/demos/point_ellipse_2d.csv",
+         "--seed", "0", "--out", model)
+    ys = [0.001 * i for i in range(400)]
+    feasible = query_cli(model, [c for y in ys for c in (0.72, y)])["feasible"]
+    y = ys[feasible.index(False) - 1]
+    g = query_cli(model, [0.72, y])["gradient"]
+    h = Harness(start_node, model)
+    for z in (0.0, 2.0):
+        out = h.respond([0.72, y, z], [0.0, 0.2, 0.3, 0.0, 0.0, 0.5])
+        assert out[2] == 0.3 and out[5] == 0.5, out
+        assert -(out[0] * g[0] + out[1] * g[1]) <= 1e-9, (out, g)
+        assert out[:2] != [0.0, 0.2], "modulated in the plane"
+    assert h.diagnosed("filtering")
+
+
 def test_a_pose_published_best_effort_as_a_drivers_sensor_data_is_read(start_node, models):
     # Arm drivers often publish their state with sensor-data QoS (best effort). The filter reads it:
     # a command far from the obstacle passes, one into it loses its inward part.
