@@ -656,7 +656,11 @@ impl SafetyFilter {
                 dsm.tail_effect = t;
             }
             if let Some(r) = &self.config.reference_point {
-                dsm.reference_point = Some(r.clone());
+                // The node's parameter is a pose's (x, y, z): a planar model reads its two axes.
+                dsm.reference_point = Some(match *r.as_slice() {
+                    [x, y, z] => Task::from_pose_axes(&self.axes, [x, y, z]),
+                    _ => r.clone(),
+                });
             }
             dsm.safety_margin = self.margin_at(&model, &pos);
             dsm.goal_margin = self.goal_margin.clone();
@@ -1506,6 +1510,40 @@ pub(crate) mod tests {
         assert!(modulated > 10, "{modulated}");
         let p = sim.position();
         assert!(p[1] < 0.3 || (p[0] - 0.72).abs() > 0.2, "{p:?}");
+    }
+
+    #[test]
+    fn a_plane_named_z_and_x_reads_the_pose_and_the_reference_point_on_those_axes() {
+        // The ellipses' model with its inputs named z and x (a wall's plane): the pose's z and x are
+        // its inputs, the twist's y passes, and the node's reference point, a pose's (x, y, z),
+        // is read on the same axes as the model's own reference point in input order.
+        let mut m = (*ellipses()).clone();
+        m.features[0].name = "z".into();
+        m.features[1].name = "x".into();
+        let twist = |config_reference: Option<Vec<f64>>, model_reference: Option<Vec<f64>>| {
+            let mut m = m.clone();
+            m.dsm.reference_point = model_reference;
+            let mut f = SafetyFilter::new(FilterConfig {
+                reference_point: config_reference,
+                ..FilterConfig::node_defaults()
+            });
+            f.set_model(Arc::new(m)).unwrap();
+            assert_eq!(f.axes(), &[2, 0]);
+            // The ellipses' (0.72, 0.26), below the learned circle, heading into it.
+            f.set_pose(0.0, [0.26, 4.0, 0.72]);
+            f.set_command(0.0, [0.5, 0.2, 0.0, 0.0, 0.0, 0.0]);
+            let o = f.output(0.0);
+            assert!(
+                matches!(o.status, Status::Filtering { modulated: true }),
+                "{o:?}"
+            );
+            assert_eq!(o.twist[1], 0.2, "the plane's other axis passes");
+            o.twist
+        };
+        let by_node = twist(Some(vec![0.45, 9.0, 0.62]), None);
+        let by_model = twist(None, Some(vec![0.62, 0.45]));
+        assert_eq!(by_node, by_model);
+        assert!(by_node[0] < 0.5, "{by_node:?}");
     }
 
     #[test]
