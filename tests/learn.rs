@@ -945,7 +945,12 @@ fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_
     // The ellipses task under a new name (derived settings). Its repeated evaluation episodes start
     // up to 5 cm from the demonstrations' starts, some of them inside the learned obstacle between
     // the two ellipses; going straight on from there crossed the lower ellipse (0.4-1.2 % of steps).
+    // Learned without the other way round, which the plane's settings derive since: with it these
+    // four demonstrations leave learning seed 2's model 2.1 % unsafe (docs/RESULTS.md, "The other
+    // way round in the plane"), which is not what this test is about.
     let d = tempfile::tempdir().unwrap();
+    let one_way = d.path().join("one_way.yaml");
+    std::fs::write(&one_way, "both_ways: false\n").unwrap();
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/point_ellipse_2d.yaml"),
     )
@@ -960,8 +965,23 @@ fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_
     for seed in ["0", "1", "2"] {
         let m = d.path().join(format!("m{seed}.json"));
         let m = m.to_str().unwrap();
-        let (log, v) = learn_and_eval(task, &reference("point_ellipse_2d.csv"), m, seed);
-        assert!(log.contains("settings derived"), "{log}");
+        let demos = reference("point_ellipse_2d.csv");
+        let o = pucl(&[
+            "learn",
+            "--task",
+            task,
+            "--demos",
+            &demos,
+            "--seed",
+            seed,
+            "--out",
+            m,
+            "--config",
+            one_way.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("settings derived"), "{}", stderr(&o));
+        let v = eval_json(task, m, &[]);
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "seed {seed}: {v}");
         assert!(
             v["goal_reached"].as_f64().unwrap() >= 0.95,
@@ -1784,6 +1804,41 @@ fn the_filter_reaches_a_goal_beside_a_large_learned_region_whose_hull_would_cove
     let (said, v) = filtered(&old);
     assert!(said.contains("starts outside its margin"), "{said}");
     assert_eq!(v["goal_reached"].as_f64(), Some(0.0), "{v}");
+}
+
+#[test]
+fn a_users_copy_of_the_ellipses_probes_the_side_its_demonstrations_passed_and_the_filter_keeps_out()
+{
+    // The ellipses under a new name (derived settings), 24 generated demonstrations: those from the
+    // top start pass the upper ellipse's left side, the proposals from it went round the right, and
+    // the upper-left third was never labelled (recall 0.84; a filtered controller heading for the
+    // goal crossed it in 13 % of its steps). In the plane the settings derive the other way round.
+    let d = tempfile::tempdir().unwrap();
+    let task = renamed(d.path(), "point_ellipse_2d", "my_ellipses");
+    let (task, demos) = (task.to_str().unwrap(), d.path().join("demos.csv"));
+    let o = pucl(&[
+        "demos",
+        "generate",
+        "--task",
+        task,
+        "--count",
+        "24",
+        "--jitter",
+        "0.02",
+        "--seed",
+        "0",
+        "--out",
+        demos.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let m = d.path().join("m.json");
+    let (said, v) = learn_and_eval(task, demos.to_str().unwrap(), m.to_str().unwrap(), "2");
+    assert!(said.contains("both_ways = true"), "{said}");
+    assert!(v["recall"].as_f64().unwrap() >= 0.95, "{v}");
+    assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
+    let v = eval_json(task, m.to_str().unwrap(), &["--filter"]);
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{v}");
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
 }
 
 #[test]

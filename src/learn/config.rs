@@ -164,6 +164,11 @@ pub struct LearnConfig {
     /// Absent from model files written before it existed: off.
     #[serde(default)]
     pub both_ways: bool,
+    /// How far `both_ways`' second proposal leans to the other side: its nominal velocity gets this
+    /// times its speed added across the straight line (1: 45 degrees; 0.5: 27). Absent from model
+    /// files written before it existed: 1.
+    #[serde(default = "one")]
+    pub both_ways_lean: f64,
     /// Position constraints: after learning, the demonstrated states that keep less than twice the
     /// margin from the learned boundary go into the model (`dsm.demonstrated_clearance`), and the
     /// DSM policy's margin is lowered around them, so that the margin never closes a way the
@@ -200,6 +205,10 @@ pub struct LearnConfig {
 /// More states along a demonstration than this would be most of its rows (and multiply learning
 /// time as much).
 const MAX_SUFFIX_STARTS: usize = 100;
+
+fn one() -> f64 {
+    1.0
+}
 
 fn unbounded() -> usize {
     usize::MAX
@@ -415,6 +424,9 @@ impl LearnConfig {
         if !(self.suffix_shortcut.is_finite() && self.suffix_shortcut >= 0.0) {
             return Err("suffix_shortcut must be a finite number >= 0".into());
         }
+        if !(self.both_ways_lean.is_finite() && self.both_ways_lean > 0.0) {
+            return Err("both_ways_lean must be a finite number > 0".into());
+        }
         let f = &self.policy_filter;
         if !(f.delta.is_finite() && (0.0..1.0).contains(&f.delta)) {
             return Err(format!(
@@ -507,6 +519,7 @@ mod tests {
             ("dsm: {rho: 0.0}\n", "rho"),
             ("suffix_starts: 18446744073709551615\n", "suffix_starts"),
             ("suffix_shortcut: .nan\n", "suffix_shortcut"),
+            ("both_ways_lean: 0\n", "both_ways_lean"),
             (
                 "new_infeasible_min_distance: -0.5\n",
                 "new_infeasible_min_distance",

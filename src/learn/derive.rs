@@ -25,10 +25,17 @@
 //!   it faces; in the plane that is one of two sides, in space one way out of a circle of them, so
 //!   the sides only the middle of a demonstration passes stay unprobed and unlabelled, and a
 //!   controller that goes there later (constraint transfer) finds the learned obstacle short. Off in
-//!   the plane: there it thinned the learned ellipses (docs/DESIGN.md). `both_ways` stays off: on top
-//!   of it, its second proposals reach the goal from sides curving (DS) demonstrations never used and
-//!   label the goal's surroundings; through the filter the renamed four cups were then less safe and
-//!   reached the goal less often (docs/RESULTS.md).
+//!   the plane: there it thinned the learned ellipses (docs/DESIGN.md). `both_ways` stays off in
+//!   space: on top of it, its second proposals reach the goal from sides curving (DS) demonstrations
+//!   never used and label the goal's surroundings; through the filter the renamed four cups were
+//!   then less safe and reached the goal less often (docs/RESULTS.md).
+//! - `both_ways` with `both_ways_lean` 0.5 (DSM, position constraints in the plane): a second
+//!   proposal from every start that went round something, the other way round, leaning 27 degrees.
+//!   In the plane an obstacle has two sides; a start's proposals go round the one the modulation
+//!   picks, and where its demonstration passed the other, the part of the obstacle between the
+//!   straight way and the demonstration was never labelled (the ellipses' upper-left third, which a
+//!   filtered controller heading for the goal then crossed). At the default 45 degrees the second
+//!   proposal's way round was longer than the demonstration's, so none counted.
 //! - `dsm.safety_margin`: half of d_r for position constraints. Reliable infeasible states lie at
 //!   least d_r from the demonstrations, so the learned boundary is undetermined over about d_r minus
 //!   the clearance the demonstrations kept; with no way to see that clearance, half of d_r is kept.
@@ -59,6 +66,7 @@ pub struct Derived {
 pub enum Setting {
     Number(f64),
     Count(usize),
+    Flag(bool),
 }
 
 impl Setting {
@@ -66,6 +74,7 @@ impl Setting {
         match self {
             Setting::Number(v) => Value::from(v),
             Setting::Count(n) => Value::from(n as u64),
+            Setting::Flag(b) => Value::from(b),
         }
     }
 }
@@ -75,12 +84,19 @@ impl std::fmt::Display for Setting {
         match self {
             Setting::Number(v) => write!(f, "{v:.4}"),
             Setting::Count(n) => write!(f, "{n}"),
+            Setting::Flag(b) => write!(f, "{b}"),
         }
     }
 }
 
 /// Proposals from this many states along each demonstration where `suffix_starts` is derived.
 const SUFFIX_STARTS_IN_SPACE: usize = 4;
+
+/// How far the other way round leans where `both_ways` is derived (the plane): 27 degrees. At 45
+/// degrees the second proposal's way round was longer than the demonstration's, so none counted
+/// (chosen on suite seeds 100 and 101 against 0.3; docs/RESULTS.md, "The other way round in the
+/// plane").
+const BOTH_WAYS_LEAN_IN_THE_PLANE: f64 = 0.5;
 
 /// Derive the settings for `task` from `demos`, starting from `base` (the defaults). Returns the
 /// values and a config layer holding them.
@@ -189,6 +205,24 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
         rule: rule.into(),
     });
     let dsm_proposals = base.policy == crate::learn::PolicyKind::Dsm;
+    if dsm_proposals && space == PolicySpace::Position && task.feature_dim() == 2 {
+        let rule = "2 dimensions: a second proposal from every start that went round something, \
+                    the other way round (in the plane there are two ways round, and the start's \
+                    proposals probe one: the other side, which the demonstrations may have passed, \
+                    was never labelled)";
+        out.push(Derived {
+            key: "both_ways",
+            value: Setting::Flag(true),
+            rule: rule.into(),
+        });
+        out.push(Derived {
+            key: "both_ways_lean",
+            value: Setting::Number(BOTH_WAYS_LEAN_IN_THE_PLANE),
+            rule: "leaning 27 degrees to the other side: at 45 its way round was longer than the \
+                   demonstrations', so it never counted"
+                .into(),
+        });
+    }
     if dsm_proposals && space == PolicySpace::Position && task.feature_dim() >= 3 {
         out.push(Derived {
             key: "suffix_starts",
@@ -420,18 +454,24 @@ mod tests {
         let said = |key: &str| derived.iter().find(|d| d.key == key).map(|d| d.value);
         assert_eq!(said("suffix_starts"), Some(Setting::Count(4)));
         assert_eq!(said("both_ways"), None);
-        // The plane and a velocity constraint keep the defaults (off), and derive nothing of them.
-        for (name, demos) in [
-            ("point_ellipse_2d", "point_ellipse_2d.csv"),
-            ("reach_velocity_3d", "reach_velocity_3d.csv"),
-        ] {
-            let (cfg, derived) = learn_config(name, demos);
-            assert_eq!((cfg.suffix_starts, cfg.both_ways), (0, false), "{name}");
-            assert!(
-                derived.iter().all(|d| d.key != "suffix_starts"),
-                "{name}: {derived:?}"
-            );
-        }
+        // The plane: the other way round instead, leaning 27 degrees, and said so.
+        let (cfg, derived) = learn_config("point_ellipse_2d", "point_ellipse_2d.csv");
+        assert_eq!(
+            (cfg.suffix_starts, cfg.both_ways, cfg.both_ways_lean),
+            (0, true, 0.5)
+        );
+        let said = |key: &str| derived.iter().find(|d| d.key == key).map(|d| d.value);
+        assert_eq!(said("both_ways"), Some(Setting::Flag(true)));
+        assert_eq!(said("suffix_starts"), None);
+        // A velocity constraint keeps the defaults (off), and derives nothing of them.
+        let (cfg, derived) = learn_config("reach_velocity_3d", "reach_velocity_3d.csv");
+        assert_eq!((cfg.suffix_starts, cfg.both_ways), (0, false));
+        assert!(
+            derived
+                .iter()
+                .all(|d| d.key != "suffix_starts" && d.key != "both_ways"),
+            "{derived:?}"
+        );
         // CRL proposes no DSM rollouts: nothing derived for it either.
         let (task, demos) = users_task("reach_four_cups_3d", "reach_four_cups_3d_ds.csv");
         let (_, derived) =

@@ -1192,8 +1192,9 @@ const STALL_FRACTION: f64 = 0.25;
 
 /// A side to pass learned obstacles on (position constraints): until the robot has come `until`
 /// along the straight line from `from` towards the goal (unit `along`), the nominal velocity leans
-/// 45 degrees towards the unit `side`, orthogonal to it. The modulation still keeps the robot out of
-/// the learned obstacle; the lean only decides which way round it goes.
+/// towards `side`, orthogonal to it: its speed times `side` is added (a unit `side`: 45 degrees).
+/// The modulation still keeps the robot out of the learned obstacle; the lean only decides which way
+/// round it goes.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Detour {
     pub from: Vec<f64>,
@@ -1205,9 +1206,9 @@ pub struct Detour {
 impl Detour {
     /// The other way round: the side opposite to where `path` (positions, row-major) strayed
     /// farthest from the straight line from its first point to `goal`, leaning until the point of
-    /// that farthest excursion. None if the path strayed less than `min_excursion` (it went
-    /// straight: there is no other way round) or starts at the goal.
-    pub fn opposite(path: &[f64], goal: &[f64], min_excursion: f64) -> Option<Detour> {
+    /// that farthest excursion, by `lean` (the length of `side`). None if the path strayed less
+    /// than `min_excursion` (it went straight: there is no other way round) or starts at the goal.
+    pub fn opposite(path: &[f64], goal: &[f64], min_excursion: f64, lean: f64) -> Option<Detour> {
         let d = goal.len();
         let from = path.get(..d)?;
         let mut along: Vec<f64> = goal.iter().zip(from).map(|(g, s)| g - s).collect();
@@ -1223,7 +1224,7 @@ impl Detour {
             let n = crate::geometry::norm(&off);
             if n > best {
                 (best, until) = (n, s);
-                side = Some(off.iter().map(|c| -c / n).collect());
+                side = Some(off.iter().map(|c| -lean * c / n).collect());
             }
         }
         Some(Detour {
@@ -1811,15 +1812,18 @@ mod tests {
             })
             .collect();
         let goal = [1.0, 0.0, 0.0];
-        let d = Detour::opposite(&path, &goal, 0.05).unwrap();
+        let d = Detour::opposite(&path, &goal, 0.05, 1.0).unwrap();
         assert_eq!(d.from, vec![0.0, 0.0, 0.0]);
         assert_eq!(d.along, vec![1.0, 0.0, 0.0]);
         assert!((d.until - 0.5).abs() < 1e-12, "until {}", d.until);
         assert!((d.side[1] + 1.0).abs() < 1e-12, "side {:?}", d.side);
         // A path that strays less than the minimum went straight: no other way round.
-        assert!(Detour::opposite(&path, &goal, 0.31).is_none());
+        assert!(Detour::opposite(&path, &goal, 0.31, 1.0).is_none());
+        // A lean of a half: half a unit towards that side (27 degrees).
+        let half = Detour::opposite(&path, &goal, 0.05, 0.5).unwrap();
+        assert!((half.side[1] + 0.5).abs() < 1e-12, "side {:?}", half.side);
         // A path that starts at the goal has no line to stray from.
-        assert!(Detour::opposite(&goal, &goal, 0.0).is_none());
+        assert!(Detour::opposite(&goal, &goal, 0.0, 1.0).is_none());
     }
 
     #[test]

@@ -14,8 +14,9 @@ pub struct DsmProposer {
     /// inside the learned obstacle they keep going, as the reference's do.
     probe: DsmConfig,
     /// `both_ways` on a position constraint: the smallest excursion from the straight line that
-    /// counts as going round something (d_r), else None (one proposal per start).
-    both_ways: Option<f64>,
+    /// counts as going round something (d_r), and `both_ways_lean`; else None (one proposal per
+    /// start).
+    both_ways: Option<(f64, f64)>,
     /// The other way round from the start just proposed from, if its first proposal went round.
     other_way: Option<Detour>,
     /// The detour of the proposal just made, if it was the other way round.
@@ -43,7 +44,8 @@ impl DsmProposer {
             r.iter_mut().for_each(|c| *c = 0.0);
         }
         let position = PolicySpace::of(task) == Ok(PolicySpace::Position);
-        let both_ways = (cfg.both_ways && position).then(|| cfg.identify.d_r.unwrap_or(0.0));
+        let both_ways = (cfg.both_ways && position)
+            .then(|| (cfg.identify.d_r.unwrap_or(0.0), cfg.both_ways_lean));
         DsmProposer {
             probe,
             both_ways,
@@ -109,14 +111,14 @@ impl Proposer for DsmProposer {
         }
         sim.rollout(start, &mut policy, traj);
         if k == 0
-            && let Some(min_excursion) = self.both_ways
+            && let Some((min_excursion, lean)) = self.both_ways
         {
             let task = sim.task();
             let path: Vec<f64> = (0..traj.len())
                 .flat_map(|t| task.position_idx.iter().map(move |&i| (t, i)))
                 .map(|(t, i)| traj.state(t)[i])
                 .collect();
-            self.other_way = Detour::opposite(&path, task.goal(), min_excursion);
+            self.other_way = Detour::opposite(&path, task.goal(), min_excursion, lean);
         }
         Ok(true)
     }
