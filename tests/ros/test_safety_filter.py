@@ -85,6 +85,9 @@ class Harness:
             out = self.next_output()
             if any(abs(c) > 0 for c in out) or target == [0.0] * 6:
                 return out
+            # The pose is read best effort, as a driver's: one may be lost (CI saw a zero answer to
+            # a far command once). A driver publishes its pose continuously; so does this.
+            self.pose(pose)
         return out
 
     def diagnosed(self, text, timeout=3.0):
