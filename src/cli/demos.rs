@@ -24,7 +24,8 @@ pub enum DemosCommand {
     Resample(ResampleArgs),
     /// Read demonstrations from ROS 2 bags (MCAP files or rosbag2 folders, as `ros2 bag record -s
     /// mcap` or demo_recorder's `bag` write them): the end effector's positions on one PoseStamped
-    /// or PointStamped topic, or from /tf between two frames (--frames), timed by their header
+    /// or PointStamped topic, or from /tf between two frames (--frames; a namespaced robot's with
+    /// --tf-namespace), timed by their header
     /// stamps, resampled at the task's period like `resample`. The stream is cut where poses stop
     /// for more than 0.5 s or jump farther than the action limit allows; each piece that moves is a
     /// demonstration, or with --auto-segment each run from first motion to the goal or until idle,
@@ -48,6 +49,10 @@ pub struct ImportArgs {
     /// BASE (e.g. base_link:tool0), composed along the frames between them.
     #[arg(long, value_name = "BASE:TIP")]
     frames: Option<String>,
+    /// With --frames: the robot's namespace, whose transforms are on NS/tf and NS/tf_static (e.g.
+    /// /robot1 for /robot1/tf) [default: none, /tf and /tf_static].
+    #[arg(long, value_name = "NS", requires = "frames")]
+    tf_namespace: Option<String>,
     /// Output file: CSV (the reference format) or .json. Written atomically.
     #[arg(long)]
     out: PathBuf,
@@ -347,6 +352,9 @@ fn import(a: ImportArgs) -> Result<()> {
             )),
         })
         .transpose()?;
+    let tf_topics =
+        pucl::demos::tf::TfTopics::in_namespace(a.tf_namespace.as_deref().unwrap_or(""))
+            .map_err(|e| anyhow::anyhow!("--tf-namespace {e}"))?;
     let mut pieces = Vec::new();
     let mut messages = 0;
     for bag in &a.bags {
@@ -354,7 +362,11 @@ fn import(a: ImportArgs) -> Result<()> {
         let mut samples: Vec<(f64, Vec<f64>)> = Vec::new();
         let mut topics = Vec::new();
         let source = match frames {
-            Some((base, tip)) => PoseSource::Frames { base, tip },
+            Some((base, tip)) => PoseSource::Frames {
+                base,
+                tip,
+                topics: &tf_topics,
+            },
             None => PoseSource::Topic(a.topic.as_deref()),
         };
         for (file, read) in pucl::demos::bag::read_bag(bag, source)? {

@@ -363,8 +363,13 @@ pub fn read_bag_file(path: &Path) -> Result<Vec<u8>> {
 pub enum PoseSource<'a> {
     /// A PoseStamped or PointStamped topic (None: the bag's only one).
     Topic(Option<&'a str>),
-    /// The position of frame `tip` in frame `base`, from `/tf` and `/tf_static`.
-    Frames { base: &'a str, tip: &'a str },
+    /// The position of frame `tip` in frame `base`, from `topics` (`/tf` and `/tf_static`, or
+    /// those under a robot's namespace).
+    Frames {
+        base: &'a str,
+        tip: &'a str,
+        topics: &'a crate::demos::tf::TfTopics,
+    },
 }
 
 /// The positions of a bag, a file or a rosbag2 folder ([`bag_files`]): one [`BagPositions`] per
@@ -380,8 +385,8 @@ pub fn read_bag(bag: &Path, source: PoseSource) -> Result<Vec<(PathBuf, BagPosit
                 Ok((f, read))
             })
             .collect(),
-        PoseSource::Frames { base, tip } => {
-            let mut tree = crate::demos::tf::TfTree::new();
+        PoseSource::Frames { base, tip, topics } => {
+            let mut tree = crate::demos::tf::TfTree::on(topics.clone());
             for f in &files {
                 tree.add_bag(&read_bag_file(f)?, f)?;
             }

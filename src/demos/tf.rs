@@ -1,4 +1,5 @@
-//! The end effector's position from a bag's transforms (`/tf` and `/tf_static`, tf2_msgs/TFMessage),
+//! The end effector's position from a bag's transforms (`/tf` and `/tf_static`, or those topics under
+//! a robot's namespace; tf2_msgs/TFMessage),
 //! as most arms publish it: robot_state_publisher sends each link's transform to its parent, and no
 //! topic carries the tool's pose. The tip's position in the base frame is composed along the chain of
 //! frames between them at every stamp of a moving link of that chain, each link interpolated there
@@ -9,9 +10,53 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-/// The topics transforms arrive on.
-pub const TF_TOPICS: [&str; 2] = ["/tf", "/tf_static"];
 const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
+
+/// The topics transforms arrive on: `/tf` and `/tf_static`, or under a namespace (`/robot1/tf`,
+/// `/robot1/tf_static`), as robots sharing a graph remap them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TfTopics {
+    pub tf: String,
+    pub tf_static: String,
+}
+
+impl Default for TfTopics {
+    fn default() -> Self {
+        TfTopics::in_namespace("").expect("the root namespace is valid")
+    }
+}
+
+impl TfTopics {
+    /// The transform topics under `namespace` ("" or "/": the root); an error for a name no ROS 2
+    /// topic can have.
+    pub fn in_namespace(namespace: &str) -> std::result::Result<Self, String> {
+        let ns = namespace.trim_matches('/');
+        let valid = |part: &str| {
+            !part.is_empty()
+                && !part.starts_with(|c: char| c.is_ascii_digit())
+                && part.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        if !ns.is_empty() && !ns.split('/').all(valid) {
+            return Err(format!(
+                "'{namespace}' is not a ROS 2 namespace (names of letters, digits and _ between \
+                 slashes, none starting with a digit)"
+            ));
+        }
+        let prefix = if ns.is_empty() {
+            String::new()
+        } else {
+            format!("/{ns}")
+        };
+        Ok(TfTopics {
+            tf: format!("{prefix}/tf"),
+            tf_static: format!("{prefix}/tf_static"),
+        })
+    }
+
+    fn contains(&self, topic: &str) -> bool {
+        topic == self.tf || topic == self.tf_static
+    }
+}
 
 #[derive(serde::Deserialize)]
 struct TransformStamped {
@@ -35,7 +80,11 @@ struct Link {
 /// The transforms of one or more bag files (of one recording).
 #[derive(Debug, Clone, Default)]
 pub struct TfTree {
+    topics: TfTopics,
     links: BTreeMap<String, Link>,
+    /// TFMessage topics of the bags other than `topics` (another robot's, or these under a
+    /// namespace): named when `topics` carried nothing.
+    other_tf_topics: std::collections::BTreeSet<String>,
     /// Transforms left out for a non-finite value or a rotation of zero length: (index of their
     /// message on its topic, the time it was logged in ns).
     pub invalid: Vec<(usize, u64)>,
@@ -46,7 +95,15 @@ impl TfTree {
         TfTree::default()
     }
 
-    /// Add the transforms of an MCAP bag's `/tf` and `/tf_static`; `path` names it in errors.
+    /// A tree read from other transform topics than `/tf` and `/tf_static`.
+    pub fn on(topics: TfTopics) -> Self {
+        TfTree {
+            topics,
+            ..TfTree::default()
+        }
+    }
+
+    /// Add the transforms of an MCAP bag's transform topics; `path` names it in errors.
     pub fn add_bag(&mut self, bytes: &[u8], path: &Path) -> Result<()> {
         let stream = |e: mcap::McapError| {
             Error::file(path, None, None, format!("not a readable MCAP bag: {e}"))
@@ -55,10 +112,13 @@ impl TfTree {
         for m in mcap::MessageStream::new(bytes).map_err(stream)? {
             let m = m.map_err(stream)?;
             let topic = m.channel.topic.as_str();
-            if !TF_TOPICS.contains(&topic) {
+            let ty = m.channel.schema.as_ref().map_or("", |s| s.name.as_str());
+            if !self.topics.contains(topic) {
+                if ty == TF_TYPE {
+                    self.other_tf_topics.insert(topic.to_string());
+                }
                 continue;
             }
-            let ty = m.channel.schema.as_ref().map_or("", |s| s.name.as_str());
             let i = index.entry(topic.to_string()).or_insert(0);
             let field = format!("{topic} message {i}");
             let at_message = (*i, m.log_time);
@@ -82,7 +142,7 @@ impl TfTree {
                     format!("not a {TF_TYPE} in CDR: {e}"),
                 )
             })?;
-            let is_static = topic == "/tf_static";
+            let is_static = topic == self.topics.tf_static;
             for tf in transforms {
                 self.add(tf, is_static, at_message)
                     .map_err(|msg| Error::file(path, None, Some(&field), msg))?;
@@ -145,7 +205,20 @@ impl TfTree {
             frames.join(", ")
         };
         if self.links.is_empty() {
-            return Err("no transforms on /tf or /tf_static".into());
+            let (tf, tf_static) = (&self.topics.tf, &self.topics.tf_static);
+            let mut e = format!("no transforms on {tf} or {tf_static}");
+            if !self.other_tf_topics.is_empty() {
+                let others: Vec<&str> = self.other_tf_topics.iter().map(String::as_str).collect();
+                e.push_str(&format!(
+                    "; the bag's transforms are on {} (a namespaced robot's: give its namespace, \
+                     e.g. --tf-namespace {})",
+                    others.join(", "),
+                    others[0]
+                        .rsplit_once('/')
+                        .map_or("/", |(ns, _)| if ns.is_empty() { "/" } else { ns })
+                ));
+            }
+            return Err(e);
         }
         let mut chain = Vec::new();
         let mut frame = tip.to_string();
@@ -202,7 +275,7 @@ impl TfTree {
             samples.push((t, [p.x, p.y, p.z]));
         }
         Ok(BagPositions {
-            topic: format!("/tf {base} -> {tip}"),
+            topic: format!("{} {base} -> {tip}", self.topics.tf),
             type_name: TF_TYPE.into(),
             samples,
             non_finite: self.invalid.clone(),
@@ -275,14 +348,19 @@ mod tests {
     }
 
     fn bag(messages: &[(&str, u64, Vec<u8>)]) -> Vec<u8> {
+        bag_on(&TfTopics::default(), messages)
+    }
+
+    /// A bag with the transforms on `topics`; each message names "/tf" or "/tf_static".
+    fn bag_on(topics: &TfTopics, messages: &[(&str, u64, Vec<u8>)]) -> Vec<u8> {
         let mut bag = Bag::new();
         let tf = bag.add_channel(Channel {
-            topic: "/tf".into(),
+            topic: topics.tf.clone(),
             type_name: TF_TYPE.into(),
             schema: String::new(),
         });
         let tf_static = bag.add_channel(Channel {
-            topic: "/tf_static".into(),
+            topic: topics.tf_static.clone(),
             type_name: TF_TYPE.into(),
             schema: String::new(),
         });
@@ -397,6 +475,54 @@ mod tests {
                 .positions("a", "b")
                 .unwrap_err()
                 .contains("no transforms")
+        );
+    }
+
+    #[test]
+    fn a_namespaced_robots_transforms_are_read_under_its_namespace_and_named_when_it_is_not_given()
+    {
+        let robot1 = TfTopics::in_namespace("/robot1/").unwrap();
+        assert_eq!(
+            (robot1.tf.as_str(), robot1.tf_static.as_str()),
+            ("/robot1/tf", "/robot1/tf_static")
+        );
+        assert_eq!(TfTopics::in_namespace("/").unwrap(), TfTopics::default());
+        assert_eq!(TfTopics::default().tf, "/tf");
+        for bad in ["robot 1", "/1robot", "a//b"] {
+            let e = TfTopics::in_namespace(bad).unwrap_err();
+            assert!(e.contains(bad) && e.contains("namespace"), "{e}");
+        }
+        let one = |t: f64, x: f64| tf_cdr(&[(t, "base", "tool", [x, 0.0, 0.0], about_z(0.0))]);
+        let fixed = tf_cdr(&[(0.0, "world", "base", [0.0, 0.0, 1.0], about_z(0.0))]);
+        let bytes = bag_on(
+            &robot1,
+            &[
+                ("/tf_static", 0, fixed),
+                ("/tf", 1, one(1.0, 0.1)),
+                ("/tf", 2, one(2.0, 0.2)),
+            ],
+        );
+        let mut tree = TfTree::new();
+        tree.add_bag(&bytes, Path::new("ns.mcap")).unwrap();
+        let e = tree.positions("base", "tool").unwrap_err();
+        assert!(
+            e.contains("no transforms on /tf or /tf_static")
+                && e.contains("/robot1/tf, /robot1/tf_static")
+                && e.contains("--tf-namespace /robot1"),
+            "{e}"
+        );
+        let mut tree = TfTree::on(robot1);
+        tree.add_bag(&bytes, Path::new("ns.mcap")).unwrap();
+        let got = tree.positions("base", "tool").unwrap();
+        assert_eq!(got.topic, "/robot1/tf base -> tool");
+        assert_eq!(
+            got.samples,
+            vec![(1.0, [0.1, 0.0, 0.0]), (2.0, [0.2, 0.0, 0.0])]
+        );
+        let got = tree.positions("world", "tool").unwrap();
+        assert_eq!(
+            got.samples,
+            vec![(1.0, [0.1, 0.0, 1.0]), (2.0, [0.2, 0.0, 1.0])]
         );
     }
 }

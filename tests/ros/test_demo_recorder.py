@@ -5,6 +5,7 @@ import os
 import random
 import time
 
+import pytest
 import rclpy
 from geometry_msgs.msg import PoseStamped, TwistStamped
 from pucl_interfaces.srv import Reset, RunExpert
@@ -14,7 +15,7 @@ from std_srvs.srv import Trigger
 
 from mcap_ros2.reader import read_ros2_messages
 
-from conftest import ROOT, call, call_answered, call_repeatable, pucl, wait_for
+from conftest import BIN, ROOT, call, call_answered, call_repeatable, pucl, wait_for
 
 SCALE = 0.48  # reach_obstacle_3d: m/s per action unit
 
@@ -490,12 +491,15 @@ float64 w 1
 """
 
 
-def test_a_bag_of_transforms_imports_the_tools_position_composed_along_its_frames(tmp_path):
+@pytest.mark.parametrize("namespace", ["", "/robot1"])
+def test_a_bag_of_transforms_imports_the_tools_position_composed_along_its_frames(tmp_path, namespace):
     # An arm that publishes no tool pose, only its frames, as robot_state_publisher does: world ->
     # base_link static (turned 90 degrees about z, offset), base_link -> shoulder turning about z,
     # shoulder -> tool0 moving, both in one TFMessage per step with a camera frame beside, written by
     # the independent mcap-ros2-support serializer from the message definition. The tool's position in
-    # world is the cylinder's reference demonstrations.
+    # world is the cylinder's reference demonstrations. A namespaced robot's frames are on
+    # /robot1/tf and /robot1/tf_static: without its namespace the import names them and fails.
+    import subprocess
     from mcap_ros2.writer import Writer
 
     rows, runs = reference_runs()
@@ -511,7 +515,7 @@ def test_a_bag_of_transforms_imports_the_tools_position_composed_along_its_frame
     with open(bag, "wb") as f:
         w = Writer(f)
         schema = w.register_msgdef("tf2_msgs/msg/TFMessage", TF_MESSAGE)
-        w.write_message("/tf_static", schema, {"transforms": [tf(1.0, "world", "base_link", offset, math.pi / 2)]},
+        w.write_message(f"{namespace}/tf_static", schema, {"transforms": [tf(1.0, "world", "base_link", offset, math.pi / 2)]},
                         log_time=1, publish_time=1)
         for k, (t, ns, p) in enumerate(stamped_runs(runs)):
             # The tool in base_link, then in the shoulder's frame turned by theta.
@@ -519,12 +523,19 @@ def test_a_bag_of_transforms_imports_the_tools_position_composed_along_its_frame
             theta = 0.2 * math.sin(0.05 * k)
             c, s = math.cos(theta), math.sin(theta)
             tool = (c * x + s * y, -s * x + c * y, z)
-            w.write_message("/tf", schema, {"transforms": [
+            w.write_message(f"{namespace}/tf", schema, {"transforms": [
                 tf(t, "base_link", "shoulder", (0.0, 0.0, 0.0), theta),
                 tf(t, "base_link", "camera", (0.3, 0.0, 0.5), 0.0),
                 tf(t, "shoulder", "tool0", tool, 0.0),
             ]}, log_time=ns, publish_time=ns, sequence=k)
         w.finish()
     out = tmp_path / "demos.csv"
-    said = pucl("demos", "import", bag, "--task", "reach_obstacle_3d", "--frames", "world:tool0", "--out", out)
+    args = ["demos", "import", bag, "--task", "reach_obstacle_3d", "--frames", "world:tool0", "--out", out]
+    if namespace:
+        wrong = subprocess.run([str(BIN / "pucl"), *map(str, args)], capture_output=True, text=True)
+        assert wrong.returncode != 0 and not out.exists(), wrong.stdout
+        assert ("no transforms on /tf or /tf_static; the bag's transforms are on /robot1/tf, "
+                "/robot1/tf_static" in wrong.stderr and "--tf-namespace /robot1" in wrong.stderr), wrong.stderr
+        args += ["--tf-namespace", namespace]
+    said = pucl(*args)
     assert_imported_as(said, out, rows, runs)
