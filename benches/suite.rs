@@ -23,6 +23,8 @@
 //! of the demonstration it beat).
 //! `--both-ways` turns `both_ways` on (a second proposal from every start that went round something,
 //! the other way round).
+//! `--expansion` turns `identify.expansion` on (the paper's eq. 3: per proposal, its state nearest to
+//! R joins R; derived in the plane), `--no-expansion` off.
 //! `--no-margin-clear` turns `margin_clear_of_demonstrations` off (on by default: the DSM policy's
 //! margin lowered around demonstrated states that keep less than it from the learned boundary).
 //! `--oracle-labels precise|informed` is a measurement, not a setting: R is corrected by the task's
@@ -109,6 +111,12 @@ struct Args {
     /// Turns `both_ways` on.
     #[arg(long)]
     both_ways: bool,
+    /// Turns `identify.expansion` on (eq. 3; derived in the plane).
+    #[arg(long, conflicts_with = "no_expansion")]
+    expansion: bool,
+    /// Turns `identify.expansion` off.
+    #[arg(long)]
+    no_expansion: bool,
     /// Turns `margin_clear_of_demonstrations` off (on by default).
     #[arg(long)]
     no_margin_clear: bool,
@@ -189,6 +197,8 @@ struct Overrides {
     bend_prior: bool,
     /// Turns `both_ways` on.
     both_ways: bool,
+    /// Sets `identify.expansion`.
+    expansion: Option<bool>,
     /// Turns `margin_clear_of_demonstrations` off.
     no_margin_clear: bool,
     /// R corrected by the true constraint (a measurement).
@@ -210,6 +220,11 @@ impl Overrides {
         }
         if self.both_ways {
             s += " with both_ways";
+        }
+        match self.expansion {
+            Some(true) => s += " with expansion",
+            Some(false) => s += " without expansion",
+            None => {}
         }
         if self.no_margin_clear {
             s += " without margin_clear_of_demonstrations";
@@ -235,6 +250,7 @@ fn derived_settings(task: &Task, demos: &DemoSet, o: Overrides) -> LearnConfig {
     }
     cfg.bend_prior |= o.bend_prior;
     cfg.both_ways |= o.both_ways;
+    cfg.identify.expansion = o.expansion.unwrap_or(cfg.identify.expansion);
     cfg.margin_clear_of_demonstrations &= !o.no_margin_clear;
     cfg
 }
@@ -325,6 +341,7 @@ fn main() {
         suffix_starts: args.suffix_starts,
         bend_prior: args.bend_prior,
         both_ways: args.both_ways,
+        expansion: (args.expansion || args.no_expansion).then_some(args.expansion),
         no_margin_clear: args.no_margin_clear,
         oracle: match args.oracle_labels.as_deref() {
             Some("precise") => OracleLabels::Precise,
