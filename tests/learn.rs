@@ -945,12 +945,11 @@ fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_
     // The ellipses task under a new name (derived settings). Its repeated evaluation episodes start
     // up to 5 cm from the demonstrations' starts, some of them inside the learned obstacle between
     // the two ellipses; going straight on from there crossed the lower ellipse (0.4-1.2 % of steps).
-    // Learned without the other way round, which the plane's settings derive since: with it these
-    // four demonstrations leave learning seed 2's model 2.1 % unsafe (docs/RESULTS.md, "The other
-    // way round in the plane"), which is not what this test is about.
+    // Learning seed 2 also checks the expansion derived in the plane: with the other way round
+    // alone its learned upper ellipse fell short at the top-left corner the demonstrations round
+    // closer than d_r, and its policy was 2.1 % unsafe (docs/RESULTS.md, "Expansion derived in the
+    // plane").
     let d = tempfile::tempdir().unwrap();
-    let one_way = d.path().join("one_way.yaml");
-    std::fs::write(&one_way, "both_ways: false\n").unwrap();
     let text = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("config/tasks/point_ellipse_2d.yaml"),
     )
@@ -967,20 +966,15 @@ fn episodes_that_start_inside_the_learned_obstacle_leave_it_and_never_cross_the_
         let m = m.to_str().unwrap();
         let demos = reference("point_ellipse_2d.csv");
         let o = pucl(&[
-            "learn",
-            "--task",
-            task,
-            "--demos",
-            &demos,
-            "--seed",
-            seed,
-            "--out",
-            m,
-            "--config",
-            one_way.to_str().unwrap(),
+            "learn", "--task", task, "--demos", &demos, "--seed", seed, "--out", m,
         ]);
         assert!(o.status.success(), "{}", stderr(&o));
         assert!(stderr(&o).contains("settings derived"), "{}", stderr(&o));
+        assert!(
+            stderr(&o).contains("identify.expansion = true"),
+            "{}",
+            stderr(&o)
+        );
         let v = eval_json(task, m, &[]);
         assert_eq!(v["unsafe_rate"].as_f64().unwrap(), 0.0, "seed {seed}: {v}");
         assert!(
@@ -1368,21 +1362,29 @@ fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_i
     // d_r/2 from them, and the derived margin (d_r/2) closes that corridor from both sides: with
     // `margin_clear_of_demonstrations: false` and learning seed 1 the DSM policy stalls in front of
     // it (7 of 30 episodes missed the goal before evaluation had the guide; with it, a third of the
-    // runs stall and are guided round, and 8 of 30 still miss).
+    // runs stall and are guided round, and 8 of 30 still miss). Both models are learned without the
+    // expansion step the plane's settings derive since: with it the stalled runs were all guided
+    // round (goal reached 100 %, 40 % guided), and the goal rate no longer shows the closed corridor.
     let d = tempfile::tempdir().unwrap();
     let file = |name: &str| d.path().join(name).to_str().unwrap().to_string();
-    let (task, demos, m, user) = (
+    let (task, demos, m, user, no_expansion) = (
         file("shop_floor.yaml"),
         file("shop.csv"),
         file("shop.json"),
         file("user.yaml"),
+        file("no_expansion.yaml"),
     );
     std::fs::write(&task, SHOP_FLOOR).unwrap();
     let o = pucl(&[
         "demos", "generate", "--task", &task, "--count", "15", "--out", &demos,
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    std::fs::write(&user, "margin_clear_of_demonstrations: false\n").unwrap();
+    std::fs::write(&no_expansion, "identify: {expansion: false}\n").unwrap();
+    std::fs::write(
+        &user,
+        "margin_clear_of_demonstrations: false\nidentify: {expansion: false}\n",
+    )
+    .unwrap();
     let learn = |config: &[&str]| {
         let args = [
             &[
@@ -1408,7 +1410,7 @@ fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_i
         "{plain}"
     );
     assert!(before["goal_reached"].as_f64().unwrap() < 1.0, "{before}");
-    let (log, after, model) = learn(&[]);
+    let (log, after, model) = learn(&["--config", &no_expansion]);
     assert!(log.contains("margin_clear_of_demonstrations: "), "{log}");
     assert_eq!(after["unsafe_rate"].as_f64(), Some(0.0), "{after}");
     assert!(after["goal_reached"].as_f64().unwrap() >= 0.95, "{after}");
@@ -1836,8 +1838,11 @@ fn a_users_copy_of_the_ellipses_probes_the_side_its_demonstrations_passed_and_th
     assert!(said.contains("both_ways = true"), "{said}");
     assert!(v["recall"].as_f64().unwrap() >= 0.95, "{v}");
     assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
+    // Through the filter at most issue #12's 0.5 %: 0 % before the expansion step was derived in the
+    // plane, 0.11 % with it (one run of 30 grazes the upper ellipse's top), 13 % with neither it nor
+    // the other way round.
     let v = eval_json(task, m.to_str().unwrap(), &["--filter"]);
-    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.005, "{v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
 }
 

@@ -36,6 +36,13 @@
 //!   straight way and the demonstration was never labelled (the ellipses' upper-left third, which a
 //!   filtered controller heading for the goal then crossed). At the default 45 degrees the second
 //!   proposal's way round was longer than the demonstration's, so none counted.
+//! - `identify.expansion` (position constraints in the plane): the paper's eq. 3, each proposal's
+//!   state nearest to R joins R. d_r (a twentieth of the extent, or half the proposals' depth) is
+//!   often wider than the clearance demonstrations keep, and nothing within d_r of them is
+//!   labelled: the learned obstacle fell short at corners they rounded closely (a box's corner
+//!   passed 5 cm off with d_r 9 cm; the ellipses' upper-left), and runs cut through there. Off in
+//!   space: on the suite's 3-D class it moved the worst tasks' unsafe rates both ways and lowered
+//!   their goal rates (docs/RESULTS.md, "Expansion derived in the plane").
 //! - `dsm.safety_margin`: half of d_r for position constraints. Reliable infeasible states lie at
 //!   least d_r from the demonstrations, so the learned boundary is undetermined over about d_r minus
 //!   the clearance the demonstrations kept; with no way to see that clearance, half of d_r is kept.
@@ -220,6 +227,17 @@ pub fn derive(task: &Task, demos: &DemoSet, base: &LearnConfig) -> Result<(Vec<D
             value: Setting::Number(BOTH_WAYS_LEAN_IN_THE_PLANE),
             rule: "leaning 27 degrees to the other side: at 45 its way round was longer than the \
                    demonstrations', so it never counted"
+                .into(),
+        });
+    }
+    if space == PolicySpace::Position && task.feature_dim() == 2 {
+        out.push(Derived {
+            key: "identify.expansion",
+            value: Setting::Flag(true),
+            rule: "2 dimensions: each proposal's state nearest to R joins R (the paper's eq. 3, \
+                   for demonstrations that pass an obstacle closer than d_r: nothing within d_r of \
+                   them is labelled, and the learned obstacle fell short at the corners they \
+                   rounded)"
                 .into(),
         });
     }
@@ -443,7 +461,8 @@ mod tests {
     }
 
     #[test]
-    fn proposals_along_the_demonstrations_are_derived_in_space_only() {
+    fn proposals_along_the_demonstrations_are_derived_in_space_only_and_the_expansion_in_the_plane()
+    {
         let learn_config = |name: &str, demos: &str| {
             let (task, demos) = users_task(name, demos);
             LearnConfig::for_task_data(&task, &demos, None, None).unwrap()
@@ -463,9 +482,17 @@ mod tests {
         let said = |key: &str| derived.iter().find(|d| d.key == key).map(|d| d.value);
         assert_eq!(said("both_ways"), Some(Setting::Flag(true)));
         assert_eq!(said("suffix_starts"), None);
+        // ... and the expansion step, there only.
+        assert!(cfg.identify.expansion);
+        assert_eq!(said("identify.expansion"), Some(Setting::Flag(true)));
+        let (cfg, _) = learn_config("reach_four_cups_3d", "reach_four_cups_3d_ds.csv");
+        assert!(!cfg.identify.expansion);
         // A velocity constraint keeps the defaults (off), and derives nothing of them.
         let (cfg, derived) = learn_config("reach_velocity_3d", "reach_velocity_3d.csv");
-        assert_eq!((cfg.suffix_starts, cfg.both_ways), (0, false));
+        assert_eq!(
+            (cfg.suffix_starts, cfg.both_ways, cfg.identify.expansion),
+            (0, false, false)
+        );
         assert!(
             derived
                 .iter()
