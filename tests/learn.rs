@@ -420,6 +420,16 @@ fn without_timing(p: &Path) -> serde_json::Value {
     v
 }
 
+/// `pucl demos generate` of `count` expert demonstrations of `task` into `out` (with `extra`
+/// options), which must succeed.
+fn generate_demos(task: &str, count: &str, out: &str, extra: &[&str]) {
+    let args = [
+        "demos", "generate", "--task", task, "--count", count, "--out", out,
+    ];
+    let o = pucl(&[&args[..], extra].concat());
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 /// `pucl learn` with the default settings and `seed`, then `pucl eval --json`: learn's standard
 /// error (the settings it used) and the evaluation.
 fn learn_and_eval(task: &str, demos: &str, model: &str, seed: &str) -> (String, serde_json::Value) {
@@ -898,11 +908,7 @@ fn user_task(yaml: &str, count: &str, extra: &[&str]) -> UserTask {
     let path = |f: &str| dir.path().join(f).to_str().unwrap().to_string();
     let (task, demos, model) = (path("task.yaml"), path("demos.csv"), path("model.json"));
     std::fs::write(&task, yaml).unwrap();
-    let args = [
-        "demos", "generate", "--task", &task, "--count", count, "--out", &demos,
-    ];
-    let o = pucl(&[&args[..], extra].concat());
-    assert!(o.status.success(), "{}", stderr(&o));
+    generate_demos(&task, count, &demos, extra);
     UserTask {
         _dir: dir,
         task,
@@ -1096,10 +1102,7 @@ fn a_low_wall_across_the_workspace_is_passed_over_through_the_filter_not_round_i
         d.path().join("wall.csv").to_str().unwrap().to_string(),
         d.path().join("wall.json").to_str().unwrap().to_string(),
     );
-    let o = pucl(&[
-        "demos", "generate", "--task", task, "--count", "12", "--out", &demos,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    generate_demos(task, "12", &demos, &[]);
     let (_, dsm) = learn_and_eval(task, &demos, &m, "0");
     assert!(dsm["goal_reached"].as_f64().unwrap() >= 0.95, "{dsm}");
     let v = eval_json(task, &m, &["--filter"]);
@@ -1375,10 +1378,7 @@ fn runs_pass_the_corridor_the_demonstrations_used_where_the_margin_would_close_i
         file("no_expansion.yaml"),
     );
     std::fs::write(&task, SHOP_FLOOR).unwrap();
-    let o = pucl(&[
-        "demos", "generate", "--task", &task, "--count", "15", "--out", &demos,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    generate_demos(&task, "15", &demos, &[]);
     std::fs::write(&no_expansion, "identify: {expansion: false}\n").unwrap();
     std::fs::write(
         &user,
@@ -1655,10 +1655,7 @@ fn a_task_in_millimetres_learns_what_it_does_in_metres_and_the_filter_drives_it_
             demos.to_str().unwrap().to_string(),
             model.to_str().unwrap().to_string(),
         );
-        let o = pucl(&[
-            "demos", "generate", "--task", &task, "--count", "12", "--out", &demos,
-        ]);
-        assert!(o.status.success(), "{}", stderr(&o));
+        generate_demos(&task, "12", &demos, &[]);
         // Derived settings: no file in config/learn/ has either name.
         let (_, dsm) = learn_and_eval(&task, &demos, &model, "1");
         let o = pucl(&[
@@ -1775,10 +1772,7 @@ fn the_filter_reaches_a_goal_beside_a_large_learned_region_whose_hull_would_cove
         d.path().join("shelf.csv").to_str().unwrap().to_string(),
         d.path().join("shelf.json"),
     );
-    let o = pucl(&[
-        "demos", "generate", "--task", task, "--count", "14", "--out", &demos,
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    generate_demos(task, "14", &demos, &[]);
     let (_, dsm) = learn_and_eval(task, &demos, m.to_str().unwrap(), "0");
     assert!(dsm["goal_reached"].as_f64().unwrap() >= 0.95, "{dsm}");
     let filtered = |model: &Path| {
@@ -1818,23 +1812,10 @@ fn a_users_copy_of_the_ellipses_probes_the_side_its_demonstrations_passed_and_th
     let d = tempfile::tempdir().unwrap();
     let task = renamed(d.path(), "point_ellipse_2d", "my_ellipses");
     let (task, demos) = (task.to_str().unwrap(), d.path().join("demos.csv"));
-    let o = pucl(&[
-        "demos",
-        "generate",
-        "--task",
-        task,
-        "--count",
-        "24",
-        "--jitter",
-        "0.02",
-        "--seed",
-        "0",
-        "--out",
-        demos.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    let demos = demos.to_str().unwrap();
+    generate_demos(task, "24", demos, &["--jitter", "0.02", "--seed", "0"]);
     let m = d.path().join("m.json");
-    let (said, v) = learn_and_eval(task, demos.to_str().unwrap(), m.to_str().unwrap(), "2");
+    let (said, v) = learn_and_eval(task, demos, m.to_str().unwrap(), "2");
     assert!(said.contains("both_ways = true"), "{said}");
     assert!(v["recall"].as_f64().unwrap() >= 0.95, "{v}");
     assert_eq!(v["unsafe_rate"].as_f64(), Some(0.0), "{v}");
