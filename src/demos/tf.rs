@@ -210,13 +210,21 @@ impl TfTree {
             if !self.other_tf_topics.is_empty() {
                 let others: Vec<&str> = self.other_tf_topics.iter().map(String::as_str).collect();
                 e.push_str(&format!(
-                    "; the bag's transforms are on {} (a namespaced robot's: give its namespace, \
-                     e.g. --tf-namespace {})",
-                    others.join(", "),
-                    others[0]
-                        .rsplit_once('/')
-                        .map_or("/", |(ns, _)| if ns.is_empty() { "/" } else { ns })
+                    "; the bag's transforms are on {}",
+                    others.join(", ")
                 ));
+                // A namespace is only suggested where a topic is a namespaced tf or tf_static.
+                let namespace = others.iter().find_map(|t| {
+                    let ns = t
+                        .strip_suffix("/tf_static")
+                        .or_else(|| t.strip_suffix("/tf"))?;
+                    (!ns.is_empty()).then_some(ns)
+                });
+                if let Some(ns) = namespace {
+                    e.push_str(&format!(
+                        " (a namespaced robot's: give its namespace, e.g. --tf-namespace {ns})"
+                    ));
+                }
             }
             return Err(e);
         }
@@ -509,6 +517,22 @@ mod tests {
             e.contains("no transforms on /tf or /tf_static")
                 && e.contains("/robot1/tf, /robot1/tf_static")
                 && e.contains("--tf-namespace /robot1"),
+            "{e}"
+        );
+        // Transforms on a topic of another name are listed, and no namespace is made up for them.
+        let relay = TfTopics {
+            tf: "/tf_relay".into(),
+            tf_static: "/tf_relay_static".into(),
+        };
+        let mut tree = TfTree::new();
+        tree.add_bag(
+            &bag_on(&relay, &[("/tf", 1, one(1.0, 0.1))]),
+            Path::new("r.mcap"),
+        )
+        .unwrap();
+        let e = tree.positions("base", "tool").unwrap_err();
+        assert!(
+            e.contains("are on /tf_relay") && !e.contains("--tf-namespace"),
             "{e}"
         );
         let mut tree = TfTree::on(robot1);
