@@ -407,7 +407,7 @@ fn a_planar_model_keeps_40_shifted_runs_out_of_the_ellipses_through_the_filter_i
 /// The ellipses (a planar task: the pose's x and y) over ten learning seeds per demonstration set,
 /// with the task's settings and with those derived from the data, 40 shifted runs per model through
 /// the default filter: `cargo test --release --test transfer planar_over_ten -- --ignored
-/// --nocapture` (about a minute).
+/// --nocapture` (about four minutes).
 #[test]
 #[ignore = "a measurement: prints the planar transfer table of docs/RESULTS.md"]
 fn planar_over_ten_learning_seeds_per_demonstration_set() {
