@@ -1023,6 +1023,24 @@ fn a_filtered_run_held_back_across_the_vertical_goes_over_or_under_the_learned_o
 }
 
 #[test]
+fn filtered_runs_at_the_tip_of_a_thin_learned_obstacle_go_round_it_instead_of_shuttling() {
+    // A generated 2-D task (suite seed 8) whose learned region is a thin ellipse pointing at one
+    // start, along the way from it to the goal. Runs from that start reached the hull's tip almost
+    // on the ray from its reference point, where the saddle escape and the modulation went opposite
+    // ways on neighbouring faces: the filter shuttled the robot on the spot, held back (goal reached
+    // in 83.3 % of the episodes of learning seeds 1 and 2).
+    let d = suite("8", "10");
+    let name = "suite8_2D_04";
+    let (_, m, _) = learn_and_eval_suite_task(d, name, "2");
+    let task = d.join(format!("{name}.yaml"));
+    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
+    let v = eval_json(task, m, &["--filter", "--seed", "2"]);
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
+    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
+}
+
+#[test]
 fn filtered_runs_slide_round_the_side_of_a_learned_obstacle_the_demonstrations_passed() {
     // A generated 3-D task (suite seed 8): a box 2 cm from the workspace's south edge, merged with a
     // cylinder; every demonstration goes over or under the box, none round its south side. The

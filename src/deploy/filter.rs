@@ -687,16 +687,25 @@ impl SafetyFilter {
                 safe_velocity_around(&model.network, star, &pos, v, dsm, horizon, s)
                     .ok_or(Status::NonFinitePose)
             };
-            modulate(star.as_ref(), &dsm, &mut v, &mut self.scratch)?;
-            if let Some(st) = &star
-                && norm(&v) < HELD_BY_HULL * speed
-                && (st.margin_ratio(dsm.safety_margin) < INSIDE_HULL || {
+            // Whether the hull models the learned boundary where the robot is: not inside the hull
+            // nor close beside a part it missed. Where it does not, a command the hull's modulation
+            // holds back follows zeta's level sets (below).
+            let hull_missed = star.as_ref().map(|st| {
+                st.margin_ratio(dsm.safety_margin) < INSIDE_HULL || {
                     let g = &mut self.scratch.grad;
                     g.resize(pos.len(), 0.0);
                     let l = model.network.logit_and_grad(&pos, g, &mut self.scratch.net);
                     boundary_distance(l, g) < MISSED_BY_HULL * dsm.safety_margin
-                })
-            {
+                }
+            });
+            // The saddle escape turns the way of the modulation the robot follows: round the hull's
+            // reference point where the hull is in charge, else by the normal, as the level sets'
+            // slide does. Escaping by the normal beside the hull, the escape and the modulation went
+            // opposite ways on neighbouring faces near a thin hull's tip (suite8_2D_04); escaping
+            // round the reference inside the hull, it and the level sets did.
+            dsm.escape_round_reference = hull_missed != Some(true);
+            modulate(star.as_ref(), &dsm, &mut v, &mut self.scratch)?;
+            if hull_missed == Some(true) && norm(&v) < HELD_BY_HULL * speed {
                 // The hull's modulation holds the robot back where the hull does not model the
                 // learned boundary: inside the hull (in a pocket of a concave obstacle, which the
                 // hull covers, the modulation only slides round the reference and the lookahead
@@ -720,6 +729,7 @@ impl SafetyFilter {
                 for around_axis in order.into_iter().take(slides) {
                     let level_sets = DsmConfig {
                         push_outward: true,
+                        escape_round_reference: false,
                         around_axis,
                         ..dsm.clone()
                     };

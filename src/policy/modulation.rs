@@ -195,6 +195,13 @@ pub struct DsmConfig {
     /// where the robot is. The safety filter sets it; never in a model file.
     #[serde(skip)]
     pub goal_margin: Option<GoalMargin>,
+    /// With `saddle_escape`: escape round the modulation's reference point (the hull's, else
+    /// `reference_point`) the way the modulation turns there, not towards the side the command
+    /// leans to from the normal ([`escape_saddle`]). The safety filter sets it where the modulation
+    /// round the hull is what it follows; where it follows zeta's level sets instead, their slide
+    /// leans by the normal, and so does the escape. Never in a model file.
+    #[serde(skip)]
+    pub escape_round_reference: bool,
 }
 
 /// A goal within the margin of the learned obstacle: the demonstrations end there, so the task asks
@@ -422,6 +429,7 @@ impl Default for DsmConfig {
             workspace: None,
             around_axis: None,
             goal_margin: None,
+            escape_round_reference: false,
         }
     }
 }
@@ -792,8 +800,16 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
         across(&mut s.outward, axis);
     }
     normalize_speed(v, cfg);
+    // The reference point the modulation turned round, if the escape is to go round it the same
+    // way. Not where the escape slides across an axis (the vertical, in space): it then slides in
+    // another plane than the modulated velocity, whose side says nothing about the escape's there.
+    let reference = match star {
+        _ if !cfg.escape_round_reference || cfg.around_axis.is_some() => None,
+        Some(star) => Some(star.reference.as_slice()),
+        None => cfg.reference_point.as_deref(),
+    };
     if cfg.saddle_escape && out.active {
-        escape_saddle(v, &s.nominal, &s.outward);
+        escape_saddle(v, &s.nominal, &s.outward, x, reference);
     }
     let Some(h) = step.filter(|_| cfg.lookahead) else {
         return Some(out);
@@ -897,7 +913,7 @@ pub fn safe_velocity_around<F: Feasibility + ?Sized>(
                     *vi += inward * g / gnorm;
                 }
                 if cfg.saddle_escape {
-                    escape_saddle(v, &s.nominal, &s.outward);
+                    escape_saddle(v, &s.nominal, &s.outward, x, reference);
                 }
                 let tangential = v.iter().map(|c| c * c).sum::<f64>().sqrt();
                 if tangential > 1e-12 {
@@ -976,9 +992,21 @@ const MAX_SWEEP_SAMPLES: usize = 512;
 const SADDLE_SPEED_FRACTION: f64 = 0.1;
 
 /// If the modulation all but cancelled `nominal` (it pointed into the obstacle along `grad`, the
-/// gradient of zeta), add a velocity along the boundary at half the nominal speed: towards the side
-/// the nominal velocity leans to, else along the axis least aligned with the normal.
-fn escape_saddle(v: &mut [f64], nominal: &[f64], grad: &[f64]) {
+/// gradient of zeta), add a velocity along the boundary at half the nominal speed. Round a
+/// `reference` point (the modulation's, seen from `x`), the way the modulation itself turns there:
+/// its output's part across the ray from the reference point is the nominal's, so the escape takes
+/// the tangent that agrees with that part. Escaping by the normal alone instead, near the tip of a
+/// thin learned obstacle the escape and the modulation went opposite ways on neighbouring faces of
+/// the hull, and a filtered robot shuttled on the spot (suite8_2D_04). Without a reference point, or
+/// on the ray itself: towards the side the nominal velocity leans to from the normal, else along the
+/// axis least aligned with the normal.
+fn escape_saddle(
+    v: &mut [f64],
+    nominal: &[f64],
+    grad: &[f64],
+    x: &[f64],
+    reference: Option<&[f64]>,
+) {
     let speed = nominal.iter().map(|c| c * c).sum::<f64>().sqrt();
     let gnorm = grad.iter().map(|c| c * c).sum::<f64>().sqrt();
     let now = v.iter().map(|c| c * c).sum::<f64>().sqrt();
@@ -986,9 +1014,33 @@ fn escape_saddle(v: &mut [f64], nominal: &[f64], grad: &[f64]) {
         return;
     }
     let n = |k: usize| grad[k] / gnorm;
-    let along: f64 = nominal.iter().enumerate().map(|(k, c)| c * n(k)).sum();
-    let mut t: Vec<f64> = (0..v.len()).map(|k| nominal[k] - along * n(k)).collect();
-    let tn = t.iter().map(|c| c * c).sum::<f64>().sqrt();
+    let tangent = |u: &mut [f64]| {
+        let along: f64 = u.iter().enumerate().map(|(k, c)| c * n(k)).sum();
+        u.iter_mut()
+            .enumerate()
+            .for_each(|(k, c)| *c -= along * n(k));
+        u.iter().map(|c| c * c).sum::<f64>().sqrt()
+    };
+    let mut t = nominal.to_vec();
+    // The nominal's part across the ray from the reference point, on the boundary's tangent plane,
+    // where the modulation used that ray (it falls back to the normal where the ray nearly grazes
+    // the boundary).
+    let across_ray = reference.and_then(|rp| {
+        let rn = crate::geometry::distance(x, rp);
+        let r: Vec<f64> = x.iter().zip(rp).map(|(a, b)| (a - b) / rn).collect();
+        let nr: f64 = r.iter().enumerate().map(|(k, c)| c * n(k)).sum();
+        (rn > 0.0 && nr.abs() > 0.1).then_some(r)
+    });
+    let mut tn = 0.0;
+    if let Some(r) = across_ray {
+        let along: f64 = t.iter().zip(&r).map(|(a, b)| a * b).sum();
+        t.iter_mut().zip(&r).for_each(|(c, rk)| *c -= along * rk);
+        tn = tangent(&mut t);
+    }
+    if tn <= 1e-3 * speed {
+        t.copy_from_slice(nominal);
+        tn = tangent(&mut t);
+    }
     let t_norm = if tn > 1e-3 * speed {
         tn
     } else {
@@ -1880,6 +1932,67 @@ mod tests {
         assert!(run(false) > 1.0, "expected the plain modulation to stall");
         let e = run(true);
         assert!(e < 0.01, "the escape did not reach the goal: {e}");
+    }
+
+    #[test]
+    fn round_a_reference_point_the_saddle_escape_turns_the_way_the_modulation_does() {
+        // The lower face of a thin hull's tip, its reference point at the origin; the robot a little
+        // above the ray along +x, the goal far behind the hull on that ray. The modulation turns
+        // round the reference point over the top (the robot is above the ray); by the face's
+        // normal the nominal velocity leans the other way, down along the face, and escaping that
+        // way the robot shuttled between neighbouring faces (suite8_2D_04).
+        let f = Sphere {
+            c: [9.0, 9.0, 0.0],
+            r: 0.1,
+            k: 1.0,
+        };
+        let outward = [0.4, -0.92];
+        let on = outward.iter().map(|c| c * c).sum::<f64>().sqrt();
+        let star = Star {
+            reference: vec![0.0, 0.0],
+            ratio: 1.0,
+            radius: 1.0,
+            normal: outward.iter().map(|c| -c / on).collect(),
+            incidence: 0.4,
+        };
+        let (x, goal) = ([1.0, 0.01], [-9.0, 0.0]);
+        let nominal = [goal[0] - x[0], goal[1] - x[1]];
+        let speed = nominal.iter().map(|c| c * c).sum::<f64>().sqrt();
+        // Round the reference point: the part across its ray through x, positive over the top.
+        let across = |v: &[f64]| x[0] * v[1] - x[1] * v[0];
+        // Along the face's tangent, positive up: the nominal velocity leans down along it.
+        let up_the_face = |v: &[f64]| (outward[1] * v[0] - outward[0] * v[1]) / -on;
+        assert!(up_the_face(&nominal) < 0.0 && across(&nominal) > 0.0);
+        let run = |escape: bool, round_reference: bool| {
+            let cfg = DsmConfig {
+                normalize_above: None,
+                saddle_escape: escape,
+                escape_round_reference: round_reference,
+                ..DsmConfig::default()
+            };
+            let mut v = nominal;
+            let mut s = ModulationScratch::default();
+            safe_velocity_around(&f, Some(&star), &x, &mut v, &cfg, None, &mut s).unwrap();
+            v
+        };
+        let plain = run(false, true);
+        assert!(across(&plain) > 0.0, "the modulation turned {plain:?}");
+        assert!(
+            plain.iter().map(|c| c * c).sum::<f64>().sqrt() < 0.1 * speed,
+            "not a saddle: {plain:?}"
+        );
+        let escaped = run(true, true);
+        let fast = escaped.iter().map(|c| c * c).sum::<f64>().sqrt();
+        assert!(fast >= 0.45 * speed, "no escape: {escaped:?}");
+        assert!(across(&escaped) > 0.0, "escaped {escaped:?}");
+        assert!(up_the_face(&escaped) > 0.0, "escaped {escaped:?}");
+        // Along the face, never into the hull.
+        let inward: f64 = escaped.iter().zip(&star.normal).map(|(a, b)| a * b).sum();
+        assert!(inward.abs() < 1e-9 * speed, "inward {inward}");
+        // Where the filter follows zeta's level sets instead (their slide leans by the normal), the
+        // escape leans by the normal too.
+        let by_normal = run(true, false);
+        assert!(up_the_face(&by_normal) < 0.0, "escaped {by_normal:?}");
     }
 
     #[test]
