@@ -1041,6 +1041,34 @@ fn filtered_runs_at_the_tip_of_a_thin_learned_obstacle_go_round_it_instead_of_sh
 }
 
 #[test]
+fn filtered_runs_beside_a_part_the_hull_missed_follow_one_modulation_and_reach_the_goal() {
+    // The ellipses under a new name (derived settings). Runs from the top-right start came to rest
+    // near the ray from the hull's reference point to the goal, about half the margin from the
+    // learned boundary by zeta's estimate, where the filter alternated between the hull's modulation
+    // (over the top) and zeta's level sets (down the right side) and held the robot (learning seeds 1
+    // and 7: goal reached in 93.3 % of the filtered episodes). Whether the hull models the boundary
+    // there flipped from step to step; with hysteresis on that decision every run gets past.
+    let d = tempfile::tempdir().unwrap();
+    let task = renamed(d.path(), "point_ellipse_2d", "my_ellipses");
+    let task = task.to_str().unwrap();
+    for seed in ["1", "7"] {
+        let m = d.path().join(format!("m{seed}.json"));
+        let m = m.to_str().unwrap();
+        learn_and_eval(task, &reference("point_ellipse_2d.csv"), m, seed);
+        let v = eval_json(task, m, &["--filter", "--seed", seed]);
+        assert!(
+            v["goal_reached"].as_f64().unwrap() >= 0.95,
+            "seed {seed}: {v}"
+        );
+        assert!(v["held_back"].as_f64().unwrap() <= 0.05, "seed {seed}: {v}");
+        assert!(
+            v["unsafe_rate"].as_f64().unwrap() <= 0.001,
+            "seed {seed}: {v}"
+        );
+    }
+}
+
+#[test]
 fn filtered_runs_slide_round_the_side_of_a_learned_obstacle_the_demonstrations_passed() {
     // A generated 3-D task (suite seed 8): a box 2 cm from the workspace's south edge, merged with a
     // cylinder; every demonstration goes over or under the box, none round its south side. The

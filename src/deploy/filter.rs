@@ -79,6 +79,12 @@ const INSIDE_HULL: f64 = 0.9;
 /// alternated with the hull's slide and held the robot there.
 const MISSED_BY_HULL: f64 = 0.5;
 
+/// A robot beside a part the hull missed stays there for that fallback until zeta's estimate puts it
+/// this fraction of the margin from the learned boundary (hysteresis): with `MISSED_BY_HULL` alone
+/// the decision flipped from step to step where the estimate hovered about half the margin, and the
+/// hull's modulation and zeta's level sets took turns with the robot (the renamed ellipses).
+const LEFT_MISSED_PART: f64 = 0.75;
+
 impl FilterConfig {
     /// The safety margin kept from `model`'s learned boundary: this config's, else the model's.
     fn margin(&self, model: &ConstraintModel) -> f64 {
@@ -328,6 +334,9 @@ pub struct SafetyFilter {
     enabled: bool,
     stop_since: Option<(f64, std::mem::Discriminant<Status>)>,
     progress: Progress,
+    /// The robot was beside a part the hull missed at the last command (hysteresis, see
+    /// [`LEFT_MISSED_PART`]).
+    beside_missed_part: bool,
     scratch: ModulationScratch,
     trial: Vec<f64>,
 }
@@ -345,6 +354,7 @@ impl SafetyFilter {
             enabled: true,
             stop_since: None,
             progress: Progress::default(),
+            beside_missed_part: false,
             scratch: ModulationScratch::default(),
             trial: vec![0.0; 3],
         }
@@ -408,6 +418,7 @@ impl SafetyFilter {
         self.references = prepared.references;
         self.goal_margin = prepared.goal_margin;
         self.model = Some(prepared.model);
+        self.beside_missed_part = false;
     }
 
     pub fn model(&self) -> Option<&Arc<ConstraintModel>> {
@@ -434,6 +445,7 @@ impl SafetyFilter {
         self.command = None;
         self.stop_since = None;
         self.progress.clear();
+        self.beside_missed_part = false;
     }
 
     /// A pose (end-effector position) received at time `t` (s), without a header stamp.
@@ -691,13 +703,21 @@ impl SafetyFilter {
             // nor close beside a part it missed. Where it does not, a command the hull's modulation
             // holds back follows zeta's level sets (below).
             let hull_missed = star.as_ref().map(|st| {
-                st.margin_ratio(dsm.safety_margin) < INSIDE_HULL || {
+                let inside = st.margin_ratio(dsm.safety_margin) < INSIDE_HULL;
+                let beside = !inside && {
                     let g = &mut self.scratch.grad;
                     g.resize(pos.len(), 0.0);
                     let l = model.network.logit_and_grad(&pos, g, &mut self.scratch.net);
-                    boundary_distance(l, g) < MISSED_BY_HULL * dsm.safety_margin
-                }
+                    let d = boundary_distance(l, g);
+                    d < MISSED_BY_HULL * dsm.safety_margin
+                        || (self.beside_missed_part && d < LEFT_MISSED_PART * dsm.safety_margin)
+                };
+                self.beside_missed_part = beside;
+                inside || beside
             });
+            if star.is_none() {
+                self.beside_missed_part = false;
+            }
             // The saddle escape turns the way of the modulation the robot follows: round the hull's
             // reference point where the hull is in charge, else by the normal, as the level sets'
             // slide does. Escaping by the normal beside the hull, the escape and the modulation went
