@@ -494,6 +494,15 @@ fn learn_and_eval_suite_task(
     (demos, m, v)
 }
 
+/// [`learn_and_eval_suite_task`] with learning seed `seed`, then `pucl eval --json --filter --seed
+/// seed`: the model's episodes through the safety filter.
+fn learn_and_filter_suite_task(dir: &Path, name: &str, seed: &str) -> serde_json::Value {
+    let (_, m, _) = learn_and_eval_suite_task(dir, name, seed);
+    let task = dir.join(format!("{name}.yaml"));
+    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
+    eval_json(task, m, &["--filter", "--seed", seed])
+}
+
 #[test]
 fn two_dimensional_and_velocity_tasks_learn_and_evaluate() {
     let d = tempfile::tempdir().unwrap();
@@ -1013,10 +1022,7 @@ fn a_filtered_run_held_back_across_the_vertical_goes_over_or_under_the_learned_o
     // runs back at its west face (goal reached in 40-80 % of the episodes of learning seeds 0-2).
     let d = suite("2", "10");
     let name = "suite2_3D_04";
-    let (_, m, _) = learn_and_eval_suite_task(d, name, "2");
-    let task = d.join(format!("{name}.yaml"));
-    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
-    let v = eval_json(task, m, &["--filter", "--seed", "2"]);
+    let v = learn_and_filter_suite_task(d, name, "2");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
     assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
@@ -1031,10 +1037,7 @@ fn filtered_runs_at_the_tip_of_a_thin_learned_obstacle_go_round_it_instead_of_sh
     // in 83.3 % of the episodes of learning seeds 1 and 2).
     let d = suite("8", "10");
     let name = "suite8_2D_04";
-    let (_, m, _) = learn_and_eval_suite_task(d, name, "2");
-    let task = d.join(format!("{name}.yaml"));
-    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
-    let v = eval_json(task, m, &["--filter", "--seed", "2"]);
+    let v = learn_and_filter_suite_task(d, name, "2");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
     assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
@@ -1076,10 +1079,7 @@ fn filtered_runs_slide_round_the_side_of_a_learned_obstacle_the_demonstrations_p
     // starts round that side, inside the true box (3.8 % of the steps, 10 of 30 episodes).
     let d = suite("8", "10");
     let name = "suite8_3D_02";
-    let (_, m, _) = learn_and_eval_suite_task(d, name, "0");
-    let task = d.join(format!("{name}.yaml"));
-    let (task, m) = (task.to_str().unwrap(), m.to_str().unwrap());
-    let v = eval_json(task, m, &["--filter", "--seed", "0"]);
+    let v = learn_and_filter_suite_task(d, name, "0");
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.002, "{name}: {v}");
     assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
 }
