@@ -1027,9 +1027,12 @@ fn escape_saddle(
     // the boundary).
     let across_ray = reference.and_then(|rp| {
         let rn = crate::geometry::distance(x, rp);
+        if rn <= 0.0 {
+            return None;
+        }
         let r: Vec<f64> = x.iter().zip(rp).map(|(a, b)| (a - b) / rn).collect();
         let nr: f64 = r.iter().enumerate().map(|(k, c)| c * n(k)).sum();
-        (rn > 0.0 && nr.abs() > 0.1).then_some(r)
+        (nr.abs() > 0.1).then_some(r)
     });
     let mut tn = 0.0;
     if let Some(r) = across_ray {
