@@ -345,12 +345,7 @@ fn import(a: ImportArgs) -> Result<()> {
     let frames = a
         .frames
         .as_deref()
-        .map(|f| match f.split_once(':') {
-            Some((base, tip)) if !base.is_empty() && !tip.is_empty() => Ok((base, tip)),
-            _ => Err(anyhow::anyhow!(
-                "--frames '{f}': give the base frame and the tip frame as BASE:TIP, e.g. base_link:tool0"
-            )),
-        })
+        .map(|f| pucl::demos::tf::parse_frames(f).map_err(|e| anyhow::anyhow!("--frames {e}")))
         .transpose()?;
     let tf_topics =
         pucl::demos::tf::TfTopics::in_namespace(a.tf_namespace.as_deref().unwrap_or(""))

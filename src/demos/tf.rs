@@ -160,18 +160,34 @@ impl TfTree {
         is_static: bool,
         at_message: (usize, u64),
     ) -> std::result::Result<(), String> {
+        let t = tf.sec as f64 + tf.nanosec as f64 * 1e-9;
+        let link = Transform {
+            stamp: t,
+            parent: &tf.frame_id,
+            child: &tf.child_frame_id,
+            translation: tf.translation,
+            rotation: tf.rotation,
+        };
+        if !self.insert(&link, is_static)? {
+            self.invalid.push(at_message);
+        }
+        Ok(())
+    }
+
+    /// Add one transform; false (and nothing added) for a non-finite value or a rotation of zero
+    /// length, an error for a frame given a second parent.
+    fn insert(&mut self, tf: &Transform, is_static: bool) -> std::result::Result<bool, String> {
         let [x, y, z] = tf.translation;
         let [qx, qy, qz, qw] = tf.rotation;
         let q = Quaternion::new(qw, qx, qy, qz);
         if ![x, y, z, qx, qy, qz, qw].iter().all(|v| v.is_finite()) || q.norm() < 1e-9 {
-            self.invalid.push(at_message);
-            return Ok(());
+            return Ok(false);
         }
         let iso = Isometry3::from_parts(
             Translation3::new(x, y, z),
             UnitQuaternion::from_quaternion(q),
         );
-        let (parent, child) = (strip(&tf.frame_id), strip(&tf.child_frame_id));
+        let (parent, child) = (strip(tf.parent), strip(tf.child));
         let link = self.links.entry(child.clone()).or_insert_with(|| Link {
             parent: parent.clone(),
             is_static,
@@ -188,10 +204,9 @@ impl TfTree {
             link.is_static = true;
             link.samples = vec![(0.0, iso)];
         } else if !link.is_static {
-            let t = tf.sec as f64 + tf.nanosec as f64 * 1e-9;
-            link.samples.push((t, iso));
+            link.samples.push((tf.stamp, iso));
         }
-        Ok(())
+        Ok(true)
     }
 
     /// The frames from `tip` up to `base`, each with its parent: an error naming the frames where
@@ -269,25 +284,151 @@ impl TfTree {
                 "every link between '{base}' and '{tip}' is static: the tip never moves"
             ));
         }
-        let mut samples = Vec::with_capacity(times.len());
-        'time: for t in times {
-            let mut pose = Isometry3::identity();
-            // base <- ... <- tip: the tip's link is first in the chain.
-            for link in chain.iter().rev() {
-                match at(link, t) {
-                    Some(iso) => pose *= iso,
-                    None => continue 'time,
-                }
-            }
-            let p = pose.translation.vector;
-            samples.push((t, [p.x, p.y, p.z]));
-        }
+        let samples = times
+            .into_iter()
+            .filter_map(|t| Some((t, tip_at(&chain, t)?)))
+            .collect();
         Ok(BagPositions {
             topic: format!("{} {base} -> {tip}", self.topics.tf),
             type_name: TF_TYPE.into(),
             samples,
             non_finite: self.invalid.clone(),
         })
+    }
+}
+
+/// The tip's position at time t along `chain` (tip's link first), or None where a link has no
+/// transform around t.
+fn tip_at(chain: &[&Link], t: f64) -> Option<[f64; 3]> {
+    let mut pose = Isometry3::identity();
+    // base <- ... <- tip: the tip's link is first in the chain.
+    for link in chain.iter().rev() {
+        pose *= at(link, t)?;
+    }
+    let p = pose.translation.vector;
+    Some([p.x, p.y, p.z])
+}
+
+/// The base and the tip frame of "BASE:TIP" (e.g. `base_link:tool0`), or an error quoting it.
+pub fn parse_frames(frames: &str) -> std::result::Result<(&str, &str), String> {
+    match frames.split_once(':') {
+        Some((base, tip)) if !base.is_empty() && !tip.is_empty() && !tip.contains(':') => {
+            Ok((base, tip))
+        }
+        _ => Err(format!(
+            "'{frames}': give the base frame and the tip frame as BASE:TIP, e.g. base_link:tool0"
+        )),
+    }
+}
+
+/// One transform as a TFMessage carries it: its stamp in s, the parent and child frames, the
+/// translation and the rotation (x, y, z, w).
+#[derive(Debug, Clone, Copy)]
+pub struct Transform<'a> {
+    pub stamp: f64,
+    pub parent: &'a str,
+    pub child: &'a str,
+    pub translation: [f64; 3],
+    pub rotation: [f64; 4],
+}
+
+/// How long a moving link's transforms are kept while the chain cannot be composed yet (a link of
+/// it not published): enough to wait for a late publisher, bounded so that memory is.
+const LIVE_KEEP: f64 = 10.0;
+
+/// The tool's position from transforms as a live graph delivers them (`demo_recorder`'s `frames`):
+/// after each message, the tip's position in the base frame at every new stamp of a moving link of
+/// the chain where every link has a transform at or after it (interpolated as for a bag), in stamp
+/// order; transforms older than what is needed are dropped.
+#[derive(Debug, Clone)]
+pub struct LiveChain {
+    tree: TfTree,
+    base: String,
+    tip: String,
+    /// The stamp of the last position given.
+    last: Option<f64>,
+}
+
+impl LiveChain {
+    pub fn new(base: &str, tip: &str) -> Self {
+        LiveChain {
+            tree: TfTree::new(),
+            base: strip(base),
+            tip: strip(tip),
+            last: None,
+        }
+    }
+
+    /// Add one transform from `/tf` (or `/tf_static` if `is_static`). An error, and nothing added,
+    /// for a non-finite value, a rotation of zero length or a frame given a second parent.
+    pub fn add(&mut self, tf: &Transform, is_static: bool) -> std::result::Result<(), String> {
+        let what = || format!("'{}' -> '{}'", strip(tf.parent), strip(tf.child));
+        if !self.tree.insert(tf, is_static)? {
+            return Err(format!(
+                "transform {} left out: a non-finite value or a rotation of zero length",
+                what()
+            ));
+        }
+        if !is_static {
+            // Transforms may arrive out of stamp order (two publishers): keep each link sorted.
+            let link = self
+                .tree
+                .links
+                .get_mut(&strip(tf.child))
+                .expect("just added");
+            let s = &mut link.samples;
+            if s.len() > 1 && s[s.len() - 2].0 > tf.stamp {
+                s.sort_by(|a, b| a.0.total_cmp(&b.0));
+            }
+        }
+        Ok(())
+    }
+
+    /// Why no position can be composed (a frame not yet heard of, a base not above the tip), or
+    /// None.
+    pub fn waiting_for(&self) -> Option<String> {
+        self.tree.chain(&self.base, &self.tip).err()
+    }
+
+    /// The tip's positions at the stamps the transforms added since the last call complete.
+    pub fn positions(&mut self) -> Vec<(f64, [f64; 3])> {
+        let Ok(chain) = self.tree.chain(&self.base, &self.tip) else {
+            return Vec::new();
+        };
+        let after = self.last.unwrap_or(f64::NEG_INFINITY);
+        let mut times: Vec<f64> = chain
+            .iter()
+            .filter(|l| !l.is_static)
+            .flat_map(|l| l.samples.iter().map(|s| s.0))
+            .filter(|&t| t > after)
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times.dedup();
+        let out: Vec<(f64, [f64; 3])> = times
+            .into_iter()
+            .filter_map(|t| Some((t, tip_at(&chain, t)?)))
+            .collect();
+        let moving: Vec<String> = self
+            .tree
+            .links
+            .iter()
+            .filter(|(_, l)| !l.is_static)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if let Some(&(t, _)) = out.last() {
+            self.last = Some(t);
+        }
+        let upto = self.last.unwrap_or(f64::NEG_INFINITY);
+        // Keep, per moving link, its transforms from the last at or before the last position given
+        // on (what interpolating later stamps needs), and never more than LIVE_KEEP seconds.
+        for name in moving {
+            let s = &mut self.tree.links.get_mut(&name).expect("listed").samples;
+            let newest = s.last().map_or(f64::NEG_INFINITY, |x| x.0);
+            let keep_from = s.partition_point(|x| x.0 <= upto).saturating_sub(1);
+            let fresh = s.partition_point(|x| x.0 < newest - LIVE_KEEP);
+            s.drain(..keep_from.max(fresh));
+        }
+        out
     }
 }
 
@@ -484,6 +625,111 @@ mod tests {
                 .unwrap_err()
                 .contains("no transforms")
         );
+    }
+
+    /// The arm of the chain test as transforms: (stamp, parent, child, translation, rotation).
+    fn arm_links(k: usize) -> [Tf<'static>; 2] {
+        let t = 10.0 + 0.01 * k as f64;
+        [
+            (
+                t,
+                "base_link",
+                "shoulder",
+                [0.0, 0.0, 0.3],
+                about_z(t - 10.0),
+            ),
+            (
+                t + 0.005,
+                "shoulder",
+                "elbow",
+                [0.4, 0.0, 0.0],
+                about_z(-0.5 * (t + 0.005 - 10.0)),
+            ),
+        ]
+    }
+
+    fn live(chain: &mut LiveChain, tf: &Tf, is_static: bool) -> Result<(), String> {
+        let (stamp, parent, child, translation, rotation) = *tf;
+        chain.add(
+            &Transform {
+                stamp,
+                parent,
+                child,
+                translation,
+                rotation,
+            },
+            is_static,
+        )
+    }
+
+    #[test]
+    fn live_transforms_give_the_positions_a_bag_of_them_gives_as_they_arrive_in_bounded_memory() {
+        // The chain test's arm, its transforms delivered one by one as on a live graph, the static
+        // tool link arriving late (a latched /tf_static joining after /tf): nothing comes before the
+        // chain is complete, and then the same positions as the bag of the same transforms, each once,
+        // in stamp order.
+        let tool = (5.0, "elbow", "tool0", [0.1, 0.0, 0.0], about_z(0.0));
+        let mut messages = Vec::new();
+        let mut chain = LiveChain::new("/base_link", "tool0");
+        let mut got = Vec::new();
+        for k in 0..=100 {
+            for (i, link) in arm_links(k).iter().enumerate() {
+                messages.push(("/tf", (k * 10 + 1 + 5 * i) as u64, tf_cdr(&[*link])));
+                live(&mut chain, link, false).unwrap();
+                got.extend(chain.positions());
+            }
+            if k == 20 {
+                assert!(got.is_empty(), "{got:?}");
+                let e = chain.waiting_for().unwrap();
+                assert!(e.contains("'tool0'") && e.contains("elbow"), "{e}");
+                live(&mut chain, &tool, true).unwrap();
+                assert_eq!(chain.waiting_for(), None);
+            }
+            // Only what interpolating later stamps needs is kept.
+            let kept: usize = chain.tree.links.values().map(|l| l.samples.len()).sum();
+            assert!(k <= 20 || kept <= 5, "{kept} transforms kept at step {k}");
+        }
+        messages.push(("/tf_static", 0, tf_cdr(&[tool])));
+        let mut tree = TfTree::new();
+        tree.add_bag(&bag(&messages), Path::new("arm.mcap"))
+            .unwrap();
+        let want = tree.positions("base_link", "tool0").unwrap().samples;
+        // The bag's stamps went through (sec, nanosec): equal to a nanosecond.
+        assert_eq!(got.len(), want.len());
+        for ((t, p), (u, q)) in got.iter().zip(&want) {
+            assert!((t - u).abs() < 1e-9, "{t} vs {u}");
+            assert!((0..3).all(|c| (p[c] - q[c]).abs() < 1e-9), "{p:?} vs {q:?}");
+        }
+        // A transform out of stamp order is placed by its stamp; a broken one is refused, named.
+        let mut chain = LiveChain::new("base", "tool");
+        for (t, x) in [(1.0, 0.1), (3.0, 0.3), (2.0, 0.2)] {
+            live(
+                &mut chain,
+                &(t, "base", "tool", [x, 0.0, 0.0], about_z(0.0)),
+                false,
+            )
+            .unwrap();
+        }
+        let xs: Vec<(f64, f64)> = chain.positions().iter().map(|(t, p)| (*t, p[0])).collect();
+        assert_eq!(xs, vec![(1.0, 0.1), (2.0, 0.2), (3.0, 0.3)]);
+        let e = live(
+            &mut chain,
+            &(4.0, "base", "tool", [f64::NAN, 0.0, 0.0], about_z(0.0)),
+            false,
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("'base' -> 'tool'") && e.contains("non-finite"),
+            "{e}"
+        );
+        let e = live(
+            &mut chain,
+            &(4.0, "other", "tool", [0.0; 3], about_z(0.0)),
+            false,
+        )
+        .unwrap_err();
+        assert!(e.contains("two parents"), "{e}");
+        assert!(chain.positions().is_empty());
     }
 
     #[test]
