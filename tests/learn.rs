@@ -1072,6 +1072,27 @@ fn filtered_runs_beside_a_part_the_hull_missed_follow_one_modulation_and_reach_t
 }
 
 #[test]
+fn filtered_runs_that_took_zetas_level_sets_stay_on_them_round_the_obstacle_instead_of_turning_back()
+ {
+    // The ellipses under a new name, learning seed 2: runs from the top-right start stopped where
+    // the goal's direction points at the learned ellipse's middle. There the level sets slid them
+    // down the right side, and the hull's modulation, once they were clear of the part it missed,
+    // slid them back over the top, slowly: a step or two one way, then back, for the whole episode
+    // (goal reached in 93.3 % of the filtered episodes). A robot that took the level sets keeps
+    // them while the hull holds it back and their slide runs no more than across the command.
+    let d = tempfile::tempdir().unwrap();
+    let task = renamed(d.path(), "point_ellipse_2d", "my_ellipses");
+    let task = task.to_str().unwrap();
+    let m = d.path().join("m2.json");
+    let m = m.to_str().unwrap();
+    learn_and_eval(task, &reference("point_ellipse_2d.csv"), m, "2");
+    let v = eval_json(task, m, &["--filter", "--seed", "2"]);
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
+    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{v}");
+}
+
+#[test]
 fn filtered_runs_slide_round_the_side_of_a_learned_obstacle_the_demonstrations_passed() {
     // A generated 3-D task (suite seed 8): a box 2 cm from the workspace's south edge, merged with a
     // cylinder; every demonstration goes over or under the box, none round its south side. The

@@ -85,6 +85,17 @@ const MISSED_BY_HULL: f64 = 0.5;
 /// hull's modulation and zeta's level sets took turns with the robot (the renamed ellipses).
 const LEFT_MISSED_PART: f64 = 0.75;
 
+/// Once a command has followed zeta's level sets where the hull's modulation held the robot back,
+/// the next follows them too while the hull's modulation still holds it back (beside the part the
+/// hull missed or not) and their slide runs no more than this cosine against the command (about 101
+/// degrees from it). Where the goal's direction points at the learned obstacle's middle, the level
+/// sets slid a robot down one side, and the hull's modulation, as soon as the robot was clear of the
+/// part it missed or the slide ran a little against the command, slid it back over the other side:
+/// the robot stayed on the spot (the renamed ellipses, learning seed 2). In the plane only: in
+/// space, where the level sets slide across the axis first, it moved the suite's filtered goal rates
+/// both ways (docs/RESULTS.md, "Staying on the level sets").
+const LEVEL_SETS_ACROSS: f64 = 0.2;
+
 impl FilterConfig {
     /// The safety margin kept from `model`'s learned boundary: this config's, else the model's.
     fn margin(&self, model: &ConstraintModel) -> f64 {
@@ -337,6 +348,9 @@ pub struct SafetyFilter {
     /// The robot was beside a part the hull missed at the last command (hysteresis, see
     /// [`LEFT_MISSED_PART`]).
     beside_missed_part: bool,
+    /// The last command followed zeta's level sets where the hull's modulation held the robot back
+    /// (see [`LEVEL_SETS_ACROSS`]).
+    on_level_sets: bool,
     scratch: ModulationScratch,
     trial: Vec<f64>,
 }
@@ -355,6 +369,7 @@ impl SafetyFilter {
             stop_since: None,
             progress: Progress::default(),
             beside_missed_part: false,
+            on_level_sets: false,
             scratch: ModulationScratch::default(),
             trial: vec![0.0; 3],
         }
@@ -419,6 +434,7 @@ impl SafetyFilter {
         self.goal_margin = prepared.goal_margin;
         self.model = Some(prepared.model);
         self.beside_missed_part = false;
+        self.on_level_sets = false;
     }
 
     pub fn model(&self) -> Option<&Arc<ConstraintModel>> {
@@ -446,6 +462,7 @@ impl SafetyFilter {
         self.stop_since = None;
         self.progress.clear();
         self.beside_missed_part = false;
+        self.on_level_sets = false;
     }
 
     /// A pose (end-effector position) received at time `t` (s), without a header stamp.
@@ -725,14 +742,16 @@ impl SafetyFilter {
             // round the reference inside the hull, it and the level sets did.
             dsm.escape_round_reference = hull_missed != Some(true);
             modulate(star.as_ref(), &dsm, &mut v, &mut self.scratch)?;
-            if hull_missed == Some(true) && norm(&v) < HELD_BY_HULL * speed {
+            let on_level_sets = std::mem::take(&mut self.on_level_sets);
+            if (hull_missed == Some(true) || on_level_sets) && norm(&v) < HELD_BY_HULL * speed {
                 // The hull's modulation holds the robot back where the hull does not model the
                 // learned boundary: inside the hull (in a pocket of a concave obstacle, which the
                 // hull covers, the modulation only slides round the reference and the lookahead
                 // stops the robot against the boundary), or close beside a part the hull
                 // missed (thinner than the grid it was built on). There zeta's own level sets are
                 // followed instead, as the DSM policy does (pushing out of the margin), and taken
-                // if that makes more headway along the command. Sliding across the axis first, as
+                // if that makes more headway along the command; once taken, for as long as the
+                // hull's modulation holds the robot back (LEVEL_SETS_ACROSS). Sliding across the axis first, as
                 // around the hull; along zeta's whole gradient only if that makes none (a boundary
                 // above or below): sliding along the whole gradient first carried runs round the
                 // outer side of a learned cup that learning never probed. Once the robot is held
@@ -755,8 +774,12 @@ impl SafetyFilter {
                     };
                     let mut w = nominal.clone();
                     modulate(None, &level_sets, &mut w, &mut self.scratch)?;
-                    if progress(&w) > progress(&v).max(0.0) {
+                    // Once on the level sets, stay on them round the obstacle (LEVEL_SETS_ACROSS).
+                    let stays =
+                        on_level_sets && progress(&w) > -LEVEL_SETS_ACROSS * norm(&w) * speed;
+                    if progress(&w) > progress(&v).max(0.0) || stays {
                         v = w;
+                        self.on_level_sets = pos.len() == 2;
                         break;
                     }
                 }
