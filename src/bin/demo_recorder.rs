@@ -4,13 +4,14 @@
 //! its frames), segmented by `~/start` / `~/stop` or automatically (start on motion, stop at the goal
 //! or when idle);
 //! writes the set atomically as CSV (the CLI's format) after every demonstration and on shutdown, so
-//! nothing recorded is lost, and if `bag` is set, the pose and twist messages received while recording
-//! as an MCAP bag (rosbag2's storage); publishes the count on `~/count` (latched).
+//! nothing recorded is lost, and if `bag` is set, the pose and twist messages (or the transforms)
+//! received while recording as an MCAP bag (rosbag2's storage); publishes the count on `~/count`
+//! (latched).
 use futures::StreamExt;
 use pucl::demos::bag::{Bag, Channel, absolute_topic, ament_prefixes, ros2msg_schema};
 use pucl::demos::pairing::StampPairs;
 use pucl::demos::recorder::{AutoSegment, POSE_GAP, PoseResampler, Recorder};
-use pucl::demos::tf::{LiveChain, Transform, parse_frames};
+use pucl::demos::tf::{LiveChain, TF_TYPE, Transform, parse_frames};
 use pucl::ros::{self, param_bool, param_f64, param_string};
 use pucl::task::Task;
 use r2r::geometry_msgs::msg::{PoseStamped, TwistStamped};
@@ -428,8 +429,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         dropped_before.clone(),
         logger.clone(),
     );
-    // Reliable, so that nothing recorded is lost; a best-effort publisher (a driver's sensor-data
-    // QoS) therefore does not match, which is the usual reason nothing arrives.
     // Read the transforms as they are now, at the request: what is still missing.
     let chain_now = chain.clone();
     let waiting_for_frames = move || {
@@ -440,6 +439,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             format!("waiting for the frames on {TF} and {TF_STATIC}, read reliable: {missing}")
         })
     };
+    // Reliable, so that nothing recorded is lost; a best-effort publisher (a driver's sensor-data
+    // QoS) therefore does not match, which is the usual reason nothing arrives.
     let topics = if pose_only {
         format!(
             "waiting for a pose on {pose_topic}; it is read reliable: a publisher offering best \
@@ -518,7 +519,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// The transform topics tf2 reads (remapped for a namespaced robot: `-r /tf:=/robot1/tf`).
 const TF: &str = "/tf";
 const TF_STATIC: &str = "/tf_static";
-const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
 
 /// A message stamp in seconds.
 fn seconds(t: &r2r::builtin_interfaces::msg::Time) -> f64 {

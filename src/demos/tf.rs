@@ -10,7 +10,8 @@ use nalgebra::{Isometry3, Quaternion, Translation3, UnitQuaternion};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
+/// The type of `/tf` and `/tf_static`.
+pub const TF_TYPE: &str = "tf2_msgs/msg/TFMessage";
 
 /// The topics transforms arrive on: `/tf` and `/tf_static`, or under a namespace (`/robot1/tf`,
 /// `/robot1/tf_static`), as robots sharing a graph remap them.
