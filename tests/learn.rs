@@ -494,6 +494,14 @@ fn learn_and_eval_suite_task(
     (demos, m, v)
 }
 
+/// Filtered runs that reach the goal: in 95 % of the episodes or more, at most 5 % of them ending
+/// held back by the filter, and at most 0.1 % of the steps unsafe.
+fn assert_filtered_runs_reach_the_goal(v: &serde_json::Value, label: &str) {
+    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{label}: {v}");
+    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{label}: {v}");
+    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{label}: {v}");
+}
+
 /// [`learn_and_eval_suite_task`] with learning seed `seed`, then `pucl eval --json --filter --seed
 /// seed`: the model's episodes through the safety filter.
 fn learn_and_filter_suite_task(dir: &Path, name: &str, seed: &str) -> serde_json::Value {
@@ -1023,9 +1031,7 @@ fn a_filtered_run_held_back_across_the_vertical_goes_over_or_under_the_learned_o
     let d = suite("2", "10");
     let name = "suite2_3D_04";
     let v = learn_and_filter_suite_task(d, name, "2");
-    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
-    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
-    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
+    assert_filtered_runs_reach_the_goal(&v, name);
 }
 
 #[test]
@@ -1038,9 +1044,7 @@ fn filtered_runs_at_the_tip_of_a_thin_learned_obstacle_go_round_it_instead_of_sh
     let d = suite("8", "10");
     let name = "suite8_2D_04";
     let v = learn_and_filter_suite_task(d, name, "2");
-    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{name}: {v}");
-    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{name}: {v}");
-    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{name}: {v}");
+    assert_filtered_runs_reach_the_goal(&v, name);
 }
 
 #[test]
@@ -1059,15 +1063,7 @@ fn filtered_runs_beside_a_part_the_hull_missed_follow_one_modulation_and_reach_t
         let m = m.to_str().unwrap();
         learn_and_eval(task, &reference("point_ellipse_2d.csv"), m, seed);
         let v = eval_json(task, m, &["--filter", "--seed", seed]);
-        assert!(
-            v["goal_reached"].as_f64().unwrap() >= 0.95,
-            "seed {seed}: {v}"
-        );
-        assert!(v["held_back"].as_f64().unwrap() <= 0.05, "seed {seed}: {v}");
-        assert!(
-            v["unsafe_rate"].as_f64().unwrap() <= 0.001,
-            "seed {seed}: {v}"
-        );
+        assert_filtered_runs_reach_the_goal(&v, &format!("seed {seed}"));
     }
 }
 
@@ -1087,9 +1083,7 @@ fn filtered_runs_that_took_zetas_level_sets_stay_on_them_round_the_obstacle_inst
     let m = m.to_str().unwrap();
     learn_and_eval(task, &reference("point_ellipse_2d.csv"), m, "2");
     let v = eval_json(task, m, &["--filter", "--seed", "2"]);
-    assert!(v["goal_reached"].as_f64().unwrap() >= 0.95, "{v}");
-    assert!(v["held_back"].as_f64().unwrap() <= 0.05, "{v}");
-    assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{v}");
+    assert_filtered_runs_reach_the_goal(&v, "learning seed 2");
 }
 
 #[test]
