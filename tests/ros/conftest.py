@@ -56,10 +56,12 @@ def query_cli(model, states):
 class Node:
     """A node executable started as `ros2 run` would, with its parameter file from config/."""
 
-    def __init__(self, name, params_file, overrides=(), log=None, node_name=None):
+    def __init__(self, name, params_file, overrides=(), log=None, node_name=None, remaps=()):
         args = [str(BIN / name), "--ros-args", "--params-file", str(CONFIG / params_file)]
         if node_name:  # a second instance (its file's parameters are keyed by the default name)
             args += ["-r", f"__node:={node_name}"]
+        for src, dst in remaps:  # as a launch file's remappings, e.g. a namespace's ("__ns", "/arm1")
+            args += ["-r", f"{src}:={dst}"]
         for k, v in overrides:
             args += ["-p", f"{k}:={v}"]
         self.log = open(log, "w") if log else subprocess.DEVNULL
@@ -104,8 +106,9 @@ def destroy_test_nodes(ros):
 def start_node(tmp_path):
     started = []
 
-    def start(name, params_file, node_name=None, **overrides):
-        n = Node(name, params_file, overrides.items(), log=tmp_path / f"{node_name or name}.log", node_name=node_name)
+    def start(name, params_file, node_name=None, remaps=(), **overrides):
+        n = Node(name, params_file, overrides.items(), log=tmp_path / f"{node_name or name}.log", node_name=node_name,
+                 remaps=remaps)
         started.append(n)
         return n
 

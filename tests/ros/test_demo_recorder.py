@@ -361,20 +361,27 @@ def publish_poses(pub, position_at, duration):
         time.sleep(0.008 if k % 2 else 0.012)
 
 
-def test_an_arm_publishing_only_its_frames_is_recorded_from_tf_with_its_static_links_latched(start_node, tmp_path):
+@pytest.mark.parametrize("namespace", ["", "/arm1"])
+def test_an_arm_publishing_only_its_frames_is_recorded_from_tf_with_its_static_links_latched(start_node, tmp_path,
+                                                                                            namespace):
     # An arm that publishes no tool pose, only its frames, as robot_state_publisher does: world ->
     # base_link static (turned 90 degrees about z, offset), sent once before the recorder starts
     # (latched on /tf_static, as tf2's static broadcaster sends it); base_link -> shoulder turning
     # about z and shoulder -> tool0 moving, on /tf at about 100 Hz, with a camera frame beside. The
     # tool moves along world x at 0.2 m/s: the rows are that motion at the task's 60 Hz.
+    # In a namespace (one of several arms), launched as Nav2 launches its nodes there: /tf remapped
+    # to the namespace's tf, /tf_static to its tf_static; another arm's frames, of the same names
+    # but standing still, on the global /tf must not be read.
     from tf2_msgs.msg import TFMessage
     from geometry_msgs.msg import TransformStamped
 
     out, bag = tmp_path / "demos.csv", tmp_path / "tf.mcap"
     node = rclpy.create_node(f"rec_tf_{os.getpid()}_{random.randint(0, 1 << 30)}")
     latched = QoSProfile(depth=1, durability=DurabilityPolicy.TRANSIENT_LOCAL)
-    static_pub = node.create_publisher(TFMessage, "/tf_static", latched)
-    tf_pub = node.create_publisher(TFMessage, "/tf", 100)
+    static_pub = node.create_publisher(TFMessage, f"{namespace}/tf_static", latched)
+    tf_pub = node.create_publisher(TFMessage, f"{namespace}/tf", 100)
+    other_arm = node.create_publisher(TFMessage, "/tf", 100) if namespace else None
+    remaps = [("__ns", namespace), ("/tf", "tf"), ("/tf_static", "tf_static")] if namespace else []
     offset = (0.1, -0.2, 0.05)
 
     def tf(t, parent, child, xyz, yaw):
@@ -387,9 +394,9 @@ def test_an_arm_publishing_only_its_frames_is_recorded_from_tf_with_its_static_l
 
     static_pub.publish(TFMessage(transforms=[tf(time.time(), "world", "base_link", offset, math.pi / 2)]))
     start_node("demo_recorder", "demo_recorder.yaml", output=out, bag=bag, frames="world:tool0",
-               auto_segment="true")
+               auto_segment="true", remaps=remaps)
     counts = []
-    node.create_subscription(UInt32, "/demo_recorder/count", lambda m: counts.append(m.data), latched)
+    node.create_subscription(UInt32, f"{namespace}/demo_recorder/count", lambda m: counts.append(m.data), latched)
     assert wait_for(node, lambda: tf_pub.get_subscription_count() > 0 and counts, 20)
     speed = 0.2
     t0, k = time.time(), 0
@@ -406,6 +413,11 @@ def test_an_arm_publishing_only_its_frames_is_recorded_from_tf_with_its_static_l
             tf(t, "base_link", "camera", (0.3, 0.0, 0.5), 0.0),
             tf(t, "shoulder", "tool0", (c * x + si * y, -si * x + c * y, z), 0.0),
         ]))
+        if other_arm:
+            other_arm.publish(TFMessage(transforms=[
+                tf(t, "base_link", "shoulder", (0.0, 0.0, 0.0), 0.0),
+                tf(t, "shoulder", "tool0", (0.2, 0.3, 0.1), 0.0),
+            ]))
         if s > 3.05:
             break
         k += 1
