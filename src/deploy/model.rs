@@ -590,6 +590,30 @@ impl CellGrid {
         })
     }
 
+    /// The cells sharing a face, an edge or a corner with cell `i` (up to 8 in the plane, 26 in
+    /// space).
+    pub fn touching(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let d = self.dim();
+        let all = 3usize.pow(d as u32);
+        // Each offset in {-1, 0, 1}^d as the base-3 digits of one code; the middle code is i itself.
+        (0..all)
+            .filter(move |&code| code != all / 2)
+            .filter_map(move |code| {
+                let mut j = i;
+                for k in 0..d {
+                    let stride = self.n.pow(k as u32);
+                    let c = (i / stride) % self.n;
+                    match (code / 3usize.pow(k as u32)) % 3 {
+                        0 if c > 0 => j -= stride,
+                        2 if c + 1 < self.n => j += stride,
+                        1 => {}
+                        _ => return None,
+                    }
+                }
+                Some(j)
+            })
+    }
+
     /// The cells sharing a face with cell `i`.
     pub fn neighbours(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
         (0..self.dim()).flat_map(move |k| {
@@ -634,5 +658,29 @@ mod tests {
         let e = not_in_metres(&features(&[Some("480 mm/s"); 3])).unwrap();
         assert!(e.contains("'x'") && e.contains("mm/s"), "{e}");
         assert!(not_in_metres(&features(&[Some("cm"); 3])).is_some());
+    }
+
+    #[test]
+    fn cells_touching_a_cell_share_a_face_an_edge_or_a_corner_with_it_and_stay_on_the_grid() {
+        let grid = |d: usize| CellGrid {
+            n: 4,
+            lo: vec![0.0; d],
+            step: vec![1.0; d],
+            infeasible: vec![false; 4usize.pow(d as u32)],
+        };
+        let cells = |g: &CellGrid, i: usize| {
+            let mut t: Vec<usize> = g.touching(i).collect();
+            t.sort_unstable();
+            t
+        };
+        let plane = grid(2);
+        // Cell (1, 1) is 5; its eight neighbours, and a corner cell's three.
+        assert_eq!(cells(&plane, 5), vec![0, 1, 2, 4, 6, 8, 9, 10]);
+        assert_eq!(cells(&plane, 0), vec![1, 4, 5]);
+        // (3, 0) at the grid's edge does not wrap round to (0, 1).
+        assert_eq!(cells(&plane, 3), vec![2, 6, 7]);
+        let space = grid(3);
+        assert_eq!(cells(&space, 1 + 4 + 16).len(), 26);
+        assert_eq!(cells(&space, 0).len(), 7);
     }
 }
