@@ -1,6 +1,6 @@
-//! Safety-filter compute per command (library call, 3-D position constraint, [32, 32] network):
-//! `cargo bench --bench filter`. Prints the median and spread of the per-call time over batches, and
-//! of a constraint query (what the constraint server answers per state).
+//! Safety-filter compute per command (library call, a 3-D and a planar position constraint,
+//! [32, 32] network): `cargo bench --bench filter`. Prints the median and spread of the per-call
+//! time over batches, and of a constraint query (what the constraint server answers per state).
 use clap::Parser;
 use pucl::demos::DemoSet;
 use pucl::deploy::filter::{FilterConfig, SafetyFilter};
@@ -21,7 +21,7 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
 #[derive(Parser)]
 #[command(
     name = "filter",
-    about = "Safety-filter compute per command (library call, 3-D position constraint)"
+    about = "Safety-filter compute per command (library call, 3-D and planar position constraints)"
 )]
 struct Args {
     /// Passed by `cargo bench`.
@@ -29,17 +29,48 @@ struct Args {
     bench: bool,
 }
 
-fn main() {
-    Args::parse();
-    let task = Task::load("reach_obstacle_3d").expect("built-in task");
+/// A model of `task` learned from `demos` with its settings file (learning seed 1).
+fn model_of(task: &str, demos: &str) -> (Task, Arc<ConstraintModel>) {
+    let task = Task::load(task).expect("built-in task");
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let demos =
-        DemoSet::load(&root.join("data/demos/reach_obstacle_3d_ds.csv"), &task).expect("demos");
+    let demos = DemoSet::load(&root.join("data/demos").join(demos), &task).expect("demos");
     let cfg = LearnConfig::for_task(task.name(), None).expect("settings");
     let learned = learn(&task, &demos, &cfg, 1, &mut |_| true).expect("learning");
     let model = Arc::new(ConstraintModel::from_learned(
         &task, &demos, &cfg, 1, &learned,
     ));
+    (task, model)
+}
+
+/// Per-call microseconds of `SafetyFilter::output` over `batches` batches of the pose/command
+/// pairs.
+fn filter_times(
+    model: &Arc<ConstraintModel>,
+    poses: &[[f64; 3]],
+    cmds: &[[f64; 6]],
+    batches: usize,
+    sink: &mut f64,
+) -> Vec<f64> {
+    let mut filter = SafetyFilter::new(FilterConfig::default());
+    filter.set_model(model.clone()).expect("2-D or 3-D model");
+    let per = poses.len();
+    let mut times = Vec::with_capacity(batches);
+    for b in 0..batches {
+        let t0 = Instant::now();
+        for i in 0..per {
+            let t = (b * per + i) as f64 * 1e-6;
+            filter.set_pose(t, poses[i]);
+            filter.set_command(t, cmds[i]);
+            *sink += filter.output(t).twist[0];
+        }
+        times.push(t0.elapsed().as_secs_f64() * 1e6 / per as f64);
+    }
+    times
+}
+
+fn main() {
+    Args::parse();
+    let (_, model) = model_of("reach_obstacle_3d", "reach_obstacle_3d_ds.csv");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     // Poses around the obstacle (many near the boundary, where the modulation and lookahead work).
     let poses: Vec<[f64; 3]> = (0..4096)
@@ -68,21 +99,42 @@ fn main() {
         .iter()
         .filter(|p| model.network.zeta(&p[..], &mut scratch) >= 0.5)
         .count();
-    let mut filter = SafetyFilter::new(FilterConfig::default());
-    filter.set_model(model.clone()).expect("3-D model");
-    let (batches, per) = (200, 4096);
-    let mut times = Vec::with_capacity(batches);
+    let (batches, per) = (200, poses.len());
     let mut sink = 0.0;
-    for b in 0..batches {
-        let t0 = Instant::now();
-        for i in 0..per {
-            let t = (b * per + i) as f64 * 1e-6;
-            filter.set_pose(t, poses[i]);
-            filter.set_command(t, cmds[i]);
-            sink += filter.output(t).twist[0];
-        }
-        times.push(t0.elapsed().as_secs_f64() * 1e6 / per as f64);
-    }
+    let mut times = filter_times(&model, &poses, &cmds, batches, &mut sink);
+    // In the plane the nearest obstacle's hull is measured along the ray through the pose at
+    // every command (no table): the ellipses, poses over their evaluation grid, commands across it.
+    let (planar_task, planar) = model_of("point_ellipse_2d", "point_ellipse_2d.csv");
+    let span = |axis: &[f64]| axis[0]..axis[axis.len() - 1];
+    let planar_poses: Vec<[f64; 3]> = (0..1024)
+        .map(|_| {
+            [
+                rng.random_range(span(&planar_task.grid[0])),
+                rng.random_range(span(&planar_task.grid[1])),
+                0.0,
+            ]
+        })
+        .collect();
+    let planar_cmds: Vec<[f64; 6]> = (0..1024)
+        .map(|_| {
+            [
+                rng.random_range(-0.3..0.3),
+                rng.random_range(-0.3..0.3),
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+            ]
+        })
+        .collect();
+    let planar_batches = 50;
+    let mut planar_times = filter_times(
+        &planar,
+        &planar_poses,
+        &planar_cmds,
+        planar_batches,
+        &mut sink,
+    );
     let mut zeta_times = Vec::with_capacity(batches);
     let mut g = [0.0; 3];
     for _ in 0..batches {
@@ -122,6 +174,15 @@ fn main() {
         percentile(&mut times, 0.9),
     );
     println!("| SafetyFilter::output (modulation + lookahead) | {m:.3} | {lo:.3} | {hi:.3} |");
+    let (m, lo, hi) = (
+        percentile(&mut planar_times, 0.5),
+        percentile(&mut planar_times, 0.1),
+        percentile(&mut planar_times, 0.9),
+    );
+    println!(
+        "| SafetyFilter::output, planar ellipses model, poses over its grid ({planar_batches} batches of {}) | {m:.3} | {lo:.3} | {hi:.3} |",
+        planar_poses.len()
+    );
     let (m, lo, hi) = (
         percentile(&mut zeta_times, 0.5),
         percentile(&mut zeta_times, 0.1),
