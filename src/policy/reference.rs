@@ -175,9 +175,48 @@ impl ReferencePoints {
             Some(k) => (0..3).map(|i| f64::from(u8::from(i == k))).collect(),
             None => configured.to_vec(),
         };
+        let mut refs = refs;
+        if let (Some(_), Some(up)) = (through, (0..3).find(|&k| along(k))) {
+            refs.rest_on_floor(model, up);
+        }
         let mut refs = refs.tabulated(model, &axis);
         refs.turned = through.is_some();
         refs
+    }
+
+    /// Move the reference point of every obstacle that stands on the workspace's floor (the lower
+    /// bound along coordinate `up`, the configured axis) down to the grid's bottom face. Around an
+    /// axis turned across the vertical the hull's rays point down too, and a robot beside a learned
+    /// wall standing on the floor was slid under it, into the corner of the wall and the floor,
+    /// where it stayed (suite9_3D_06). From a reference point at the bottom every ray points up or
+    /// along it, so the modulation goes round the obstacle's free side only: where Huber et al.
+    /// (2019) put the reference point of an obstacle that meets a wall. Standing on the floor: the
+    /// region reaches the grid's bottom layer and the model is infeasible on the floor below one of
+    /// those cells (the grid covers what learning probed, which may end above the floor).
+    fn rest_on_floor(&mut self, model: &ConstraintModel, up: usize) {
+        let (Some(g), Some(ws)) = (&self.grid, &model.workspace) else {
+            return;
+        };
+        let Some(&floor) = ws.lower.get(up) else {
+            return;
+        };
+        if g.dim() != 3 || up >= 3 || !floor.is_finite() || g.lo[up] < floor - 0.5 * g.step[up] {
+            return;
+        }
+        let stride = g.n.pow(up as u32);
+        let mut on_floor = vec![false; self.points.len()];
+        let (mut scratch, mut x) = (Scratch::default(), [0.0; 3]);
+        for (i, &id) in self.label.iter().enumerate() {
+            if id >= self.points.len() || on_floor[id] || (i / stride) % g.n != 0 {
+                continue;
+            }
+            g.center(i, &mut x);
+            x[up] = floor;
+            on_floor[id] = model.network.zeta(&x, &mut scratch) < model.threshold;
+        }
+        for (p, _) in self.points.iter_mut().zip(&on_floor).filter(|(_, on)| **on) {
+            p[up] = g.lo[up];
+        }
     }
 
     /// The coordinate axes along which the largest learned obstacle (the most grid cells) touches
@@ -945,6 +984,31 @@ mod tests {
         // Configured across it, the axis turns to the vertical: round a column, not over it.
         assert_eq!(axis(&[1.0, 0.0, 0.0]), Some(up.to_vec()));
         assert_eq!(axis(&[0.0, 0.0, -2.0]), Some(vec![0.0, 0.0, -1.0]));
+    }
+
+    #[test]
+    fn an_obstacle_standing_on_the_floor_gets_its_reference_point_on_the_grids_bottom_face() {
+        // The learned cylinder reaches the grid's bottom layer and the floor below it.
+        let model = crate::deploy::filter::tests::cylinder();
+        let deepest = ReferencePoints::of_model(&model);
+        let bottom = deepest.grid.as_ref().unwrap().lo.clone();
+        let floor = model.workspace.as_ref().unwrap().lower[2];
+        assert!(bottom[2] >= floor, "{bottom:?} {floor}");
+        let mut on_floor = ReferencePoints::of_model(&model);
+        on_floor.rest_on_floor(&model, 2);
+        assert_eq!(on_floor.points.len(), 1);
+        assert_eq!(on_floor.points[0][2], bottom[2]);
+        assert_eq!(on_floor.points[0][..2], deepest.points[0][..2]);
+        // Along y it touches neither face of the grid: nothing stands on that "floor".
+        let mut across = ReferencePoints::of_model(&model);
+        across.rest_on_floor(&model, 1);
+        assert_eq!(across.points, deepest.points);
+        // Nor on a floor the grid's bottom lies below (the region may end above it).
+        let mut sunk = (*model).clone();
+        sunk.workspace.as_mut().unwrap().lower[2] = bottom[2] + 0.05;
+        let mut above = ReferencePoints::of_model(&sunk);
+        above.rest_on_floor(&sunk, 2);
+        assert_eq!(above.points, deepest.points);
     }
 
     #[test]
