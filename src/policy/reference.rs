@@ -162,7 +162,7 @@ impl ReferencePoints {
     /// far ends, where nothing was labelled and the learned wall is lowest, and went over there.
     /// Across its own long axis the way is over or under it, where the demonstrations went.
     pub fn of_model_turned(model: &ConstraintModel, configured: &[f64]) -> ReferencePoints {
-        let refs = Self::of_model(model);
+        let mut refs = Self::of_model(model);
         let along = |k: usize| {
             let n = configured.iter().map(|c| c * c).sum::<f64>().sqrt();
             n > 0.0 && (configured.get(k).copied().unwrap_or(0.0) / n).abs() > 0.99
@@ -175,7 +175,6 @@ impl ReferencePoints {
             Some(k) => (0..3).map(|i| f64::from(u8::from(i == k))).collect(),
             None => configured.to_vec(),
         };
-        let mut refs = refs;
         if let (Some(_), Some(up)) = (through, (0..3).find(|&k| along(k))) {
             refs.rest_on_floor(model, up);
         }
