@@ -17,6 +17,16 @@ fn percentile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() - 1) as f64 * p).round() as usize]
 }
 
+/// One row of the table: `what`, then the median, p10 and p90 of `times`.
+fn print_row(what: &str, times: &mut [f64]) {
+    let (m, lo, hi) = (
+        percentile(times, 0.5),
+        percentile(times, 0.1),
+        percentile(times, 0.9),
+    );
+    println!("| {what} | {m:.3} | {lo:.3} | {hi:.3} |");
+}
+
 /// No options: an unknown one is an error, not ignored.
 #[derive(Parser)]
 #[command(
@@ -168,34 +178,25 @@ fn main() {
     println!();
     println!("| what | median us | p10 us | p90 us |");
     println!("|---|---|---|---|");
-    let (m, lo, hi) = (
-        percentile(&mut times, 0.5),
-        percentile(&mut times, 0.1),
-        percentile(&mut times, 0.9),
+    print_row("SafetyFilter::output (modulation + lookahead)", &mut times);
+    print_row(
+        &format!(
+            "SafetyFilter::output, planar ellipses model, poses over its grid ({planar_batches} \
+             batches of {})",
+            planar_poses.len()
+        ),
+        &mut planar_times,
     );
-    println!("| SafetyFilter::output (modulation + lookahead) | {m:.3} | {lo:.3} | {hi:.3} |");
-    let (m, lo, hi) = (
-        percentile(&mut planar_times, 0.5),
-        percentile(&mut planar_times, 0.1),
-        percentile(&mut planar_times, 0.9),
+    print_row(
+        "zeta and gradient (one network evaluation)",
+        &mut zeta_times,
     );
-    println!(
-        "| SafetyFilter::output, planar ellipses model, poses over its grid ({planar_batches} batches of {}) | {m:.3} | {lo:.3} | {hi:.3} |",
-        planar_poses.len()
-    );
-    let (m, lo, hi) = (
-        percentile(&mut zeta_times, 0.5),
-        percentile(&mut zeta_times, 0.1),
-        percentile(&mut zeta_times, 0.9),
-    );
-    println!("| zeta and gradient (one network evaluation) | {m:.3} | {lo:.3} | {hi:.3} |");
-    let (m, lo, hi) = (
-        percentile(&mut query_times, 0.5),
-        percentile(&mut query_times, 0.1),
-        percentile(&mut query_times, 0.9),
-    );
-    println!(
-        "| ConstraintModel::query: feasible, zeta, gradient, distance, direction ({query_batches} batches) | {m:.3} | {lo:.3} | {hi:.3} |"
+    print_row(
+        &format!(
+            "ConstraintModel::query: feasible, zeta, gradient, distance, direction \
+             ({query_batches} batches)"
+        ),
+        &mut query_times,
     );
     println!();
     println!(
