@@ -747,16 +747,16 @@ impl SafetyFilter {
                 // The hull's modulation holds the robot back where the hull does not model the
                 // learned boundary: inside the hull (in a pocket of a concave obstacle, which the
                 // hull covers, the modulation only slides round the reference and the lookahead
-                // stops the robot against the boundary), or close beside a part the hull
-                // missed (thinner than the grid it was built on). There zeta's own level sets are
-                // followed instead, as the DSM policy does (pushing out of the margin), and taken
-                // if that makes more headway along the command; once taken, for as long as the
-                // hull's modulation holds the robot back (LEVEL_SETS_ACROSS). Sliding across the
-                // axis first, as around the hull; along zeta's whole gradient only if that makes
-                // none (a boundary above or below): sliding along the whole gradient first carried
-                // runs round the outer side of a learned cup that learning never probed. Once the robot is held
-                // back (a second of commands that made almost no headway), across the axis has
-                // led nowhere: then over or under first (suite 3-D filter goal rates, RESULTS
+                // stops the robot against the boundary), or close beside a part the hull missed
+                // (thinner than the grid it was built on). There zeta's own level sets are followed
+                // instead, as the DSM policy does (pushing out of the margin), and taken if that
+                // makes more headway along the command; once taken, for as long as the hull's
+                // modulation holds the robot back (LEVEL_SETS_ACROSS). Sliding across the axis
+                // first, as around the hull; along zeta's whole gradient only if that makes none (a
+                // boundary above or below): sliding along the whole gradient first carried runs
+                // round the outer side of a learned cup that learning never probed. Once the robot
+                // is held back (a second of commands that made almost no headway), across the axis
+                // has led nowhere: then over or under first (suite 3-D filter goal rates, RESULTS
                 // "Held back in front of learned obstacles"). Every candidate passes the same
                 // whole-path check against the learned obstacle.
                 let progress = |u: &[f64]| u.iter().zip(&nominal).map(|(a, b)| a * b).sum::<f64>();
