@@ -758,8 +758,8 @@ impl SafetyFilter {
             let on_level_sets = std::mem::take(&mut self.on_level_sets);
             // Held back and turned round by the hull: the hull's push out of a pocket it covers
             // reverses the command at full speed, which no speed test calls held back.
-            let turned_back = self.progress.held_since.is_some()
-                && v.iter().zip(&nominal).map(|(a, b)| a * b).sum::<f64>() < 0.0;
+            let progress = |u: &[f64]| u.iter().zip(&nominal).map(|(a, b)| a * b).sum::<f64>();
+            let turned_back = self.progress.held_since.is_some() && progress(&v) < 0.0;
             if (hull_missed == Some(true) || on_level_sets)
                 && (norm(&v) < HELD_BY_HULL * speed || turned_back)
             {
@@ -778,7 +778,6 @@ impl SafetyFilter {
                 // has led nowhere: then over or under first (suite 3-D filter goal rates, RESULTS
                 // "Held back in front of learned obstacles"). Every candidate passes the same
                 // whole-path check against the learned obstacle.
-                let progress = |u: &[f64]| u.iter().zip(&nominal).map(|(a, b)| a * b).sum::<f64>();
                 let slides = if dsm.around_axis.is_some() { 2 } else { 1 };
                 let mut order = [dsm.around_axis.clone(), None];
                 if self.progress.held_since.is_some() {
