@@ -502,6 +502,14 @@ fn assert_filtered_runs_reach_the_goal(v: &serde_json::Value, label: &str) {
     assert!(v["unsafe_rate"].as_f64().unwrap() <= 0.001, "{label}: {v}");
 }
 
+/// Task `name` of suite seed `suite_seed` (10 per class) learned with learning seed `seed`: its runs
+/// through the filter reach the goal, none held back, none unsafe
+/// ([`assert_filtered_runs_reach_the_goal`]).
+fn suite_task_filtered_runs_reach_the_goal(suite_seed: &str, name: &str, seed: &str) {
+    let v = learn_and_filter_suite_task(suite(suite_seed, "10"), name, seed);
+    assert_filtered_runs_reach_the_goal(&v, &format!("{name}, learning seed {seed}"));
+}
+
 /// [`learn_and_eval_suite_task`] with learning seed `seed`, then `pucl eval --json --filter --seed
 /// seed`: the model's episodes through the safety filter.
 fn learn_and_filter_suite_task(dir: &Path, name: &str, seed: &str) -> serde_json::Value {
@@ -1028,10 +1036,7 @@ fn a_filtered_run_held_back_across_the_vertical_goes_over_or_under_the_learned_o
     // into a band across the way at the goal's height, with a way over and under it that the
     // demonstrations took. Sliding across the vertical only, round the band, held most filtered
     // runs back at its west face (goal reached in 40-80 % of the episodes of learning seeds 0-2).
-    let d = suite("2", "10");
-    let name = "suite2_3D_04";
-    let v = learn_and_filter_suite_task(d, name, "2");
-    assert_filtered_runs_reach_the_goal(&v, name);
+    suite_task_filtered_runs_reach_the_goal("2", "suite2_3D_04", "2");
 }
 
 #[test]
@@ -1041,10 +1046,7 @@ fn filtered_runs_at_the_tip_of_a_thin_learned_obstacle_go_round_it_instead_of_sh
     // on the ray from its reference point, where the saddle escape and the modulation went opposite
     // ways on neighbouring faces: the filter shuttled the robot on the spot, held back (goal reached
     // in 83.3 % of the episodes of learning seeds 1 and 2).
-    let d = suite("8", "10");
-    let name = "suite8_2D_04";
-    let v = learn_and_filter_suite_task(d, name, "2");
-    assert_filtered_runs_reach_the_goal(&v, name);
+    suite_task_filtered_runs_reach_the_goal("8", "suite8_2D_04", "2");
 }
 
 #[test]
@@ -1094,10 +1096,7 @@ fn filtered_runs_beside_the_tip_of_a_thin_diagonal_learned_region_are_not_held_b
     // two hulls took turns as the nearest and pushed the robot opposite ways (goal reached in 70 %
     // of the filtered episodes, 9 runs held back at the tip). Cells touching at a corner are one
     // obstacle.
-    let d = suite("10", "10");
-    let name = "suite10_2D_02";
-    let v = learn_and_filter_suite_task(d, name, "2");
-    assert_filtered_runs_reach_the_goal(&v, &format!("{name}, learning seed 2"));
+    suite_task_filtered_runs_reach_the_goal("10", "suite10_2D_02", "2");
 }
 
 #[test]
@@ -1122,10 +1121,7 @@ fn filtered_runs_the_hull_turns_back_once_held_follow_zetas_level_sets_round_the
     // turned the command back at full speed. Only a braked command fell back on zeta's level sets,
     // so 9 of 30 runs stayed in front of the obstacles, held back (goal reached 70 %). Once held
     // back, a command the hull turns back follows the level sets, which slide round.
-    let d = suite("3", "10");
-    let name = "suite3_3D_09";
-    let v = learn_and_filter_suite_task(d, name, "0");
-    assert_filtered_runs_reach_the_goal(&v, &format!("{name}, learning seed 0"));
+    suite_task_filtered_runs_reach_the_goal("3", "suite3_3D_09", "0");
 }
 
 #[test]
@@ -1134,10 +1130,7 @@ fn filtered_runs_keep_off_a_side_the_demonstrations_passed_under_not_beside() {
     // obstacle a few centimetres below its side face, which had counted as passing that side. The
     // side was not widened, and the filter slid runs round it, inside the true obstacle (3.38 % of
     // the steps unsafe). Only a demonstrated state level with a face passes beside it.
-    let d = suite("14", "10");
-    let name = "suite14_3D_01";
-    let v = learn_and_filter_suite_task(d, name, "1");
-    assert_filtered_runs_reach_the_goal(&v, &format!("{name}, learning seed 1"));
+    suite_task_filtered_runs_reach_the_goal("14", "suite14_3D_01", "1");
 }
 
 #[test]
